@@ -1,0 +1,71 @@
+import { ConfigurationError } from './errors.js'
+
+/** A unit a duration string may use. */
+export type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd'
+
+/**
+ * A duration: milliseconds as a `number`, or a number with a unit (`'250ms'`, `'30s'`,
+ * `'5m'`, `'6h'`, `'1d'`). A string with an unknown unit does not compile.
+ *
+ * @example
+ * ```ts
+ * const wait: Duration = '30s'
+ * ```
+ */
+export type Duration = number | `${number}${DurationUnit}`
+
+const UNIT_MS: Readonly<Record<DurationUnit, number>> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+}
+
+const PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/
+
+/**
+ * Turns a {@link Duration} into whole milliseconds. Throws a {@link ConfigurationError} naming
+ * `name` and the value for a negative, non-finite or unparsable duration.
+ *
+ * @example
+ * ```ts
+ * toMillis('1.5s', 'delay') // 1500
+ * ```
+ */
+export function toMillis(value: Duration, name = 'duration'): number {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || value < 0) {
+      throw new ConfigurationError(
+        `${name} must be a finite, non-negative number of milliseconds or a string such as '30s'; got ${String(value)}`,
+      )
+    }
+    return Math.round(value)
+  }
+  if (typeof value === 'string') {
+    const match = PATTERN.exec(value.trim())
+    if (match) {
+      const ms = Number(match[1]) * UNIT_MS[match[2] as DurationUnit]
+      if (Number.isFinite(ms)) return Math.round(ms)
+    }
+  }
+  throw new ConfigurationError(
+    `${name} must be milliseconds or a number with a unit (ms, s, m, h, d) such as '30s'; got ${JSON.stringify(value)}`,
+  )
+}
+
+/**
+ * Renders whole milliseconds in the largest unit that divides them: `2h`, `5m`, `90s`,
+ * `500ms`. This is the rendering rung queue names use.
+ *
+ * @example
+ * ```ts
+ * formatDuration(90_000) // '90s'
+ * ```
+ */
+export function formatDuration(ms: number): string {
+  if (ms > 0 && ms % UNIT_MS.h === 0) return `${ms / UNIT_MS.h}h`
+  if (ms > 0 && ms % UNIT_MS.m === 0) return `${ms / UNIT_MS.m}m`
+  if (ms > 0 && ms % UNIT_MS.s === 0) return `${ms / UNIT_MS.s}s`
+  return `${ms}ms`
+}

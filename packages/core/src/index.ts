@@ -1,0 +1,7 @@
+export * from './constants.js'
+export * from './duration.js'
+export * from './errors.js'
+export * from './health/health.js'
+export * from './idempotency/idempotency-store.js'
+export * from './telemetry/instrumentation.js'
+export type * from './transport/transport.js'

@@ -1,0 +1,61 @@
+import type { Headers } from '../transport/transport.js'
+
+/** How a publish ended. */
+export type PublishOutcome = 'confirmed' | 'unroutable' | 'failed' | 'refused'
+
+/** How a delivery was settled: what happened, not what the handler asked for. */
+export type ConsumeOutcome =
+  'acked' | 'retried' | 'rejected' | 'dead_lettered' | 'parked' | 'in_progress'
+
+/** What a publish is about to do. `headers` may be written to (trace context injection). */
+export interface PublishInfo {
+  readonly exchange: string
+  readonly routingKey: string
+  readonly messageId: string
+  readonly correlation: string
+  readonly headers: Headers
+}
+
+/** One publish being observed. */
+export interface PublishScope {
+  end(outcome: PublishOutcome, error?: unknown): void
+}
+
+/** A delivery about to be processed. `headers` are the application headers (with `traceparent`). */
+export interface ProcessInfo {
+  readonly queue: string
+  readonly messageId: string
+  readonly correlation: string
+  readonly attempt: number
+  readonly headers: Readonly<Headers>
+}
+
+/** One delivery being observed, from decode to settlement. */
+export interface ProcessScope {
+  /** Runs the handler (or anything it publishes) inside this scope's context. */
+  run<T>(fn: () => T): T
+  /** The handler returned or threw after `durationMs`. */
+  handled(durationMs: number): void
+  /** The message was put back for another attempt after `delayMs`. */
+  retried(delayMs: number, inBroker: boolean): void
+  /** The message was set aside on `queue` with `reason`. */
+  setAside(outcome: 'dead_lettered' | 'parked' | 'rejected', queue: string, reason: string): void
+  /** The delivery is settled. Called exactly once. */
+  end(outcome: ConsumeOutcome, error?: unknown): void
+}
+
+/**
+ * The instrumentation seam: core calls it, `@acemq/otel` implements it. With nothing
+ * installed the engine pays one null check per message.
+ *
+ * @example
+ * ```ts
+ * mq.setInstrumentation({ publishStarted: () => undefined, processStarted: () => undefined })
+ * ```
+ */
+export interface Instrumentation {
+  publishStarted(info: PublishInfo): PublishScope | undefined
+  processStarted(info: ProcessInfo): ProcessScope | undefined
+  /** A broker wait named a rung queue that is not there; the message was put back instead. */
+  rungMissing?(queue: string, rung: string): void
+}

@@ -1,0 +1,55 @@
+import net from 'node:net'
+
+/** The broker the integration tests use; `AMQP_URL` overrides it. */
+export const AMQP_URL = process.env['AMQP_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672'
+
+/** The Postgres the integration tests use; `DATABASE_URL` overrides it. */
+export const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+function reachable(url: string, defaultPort: number): Promise<boolean> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: hostname, port: Number(port || defaultPort) })
+    const done = (ok: boolean): void => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(2_000, () => done(false))
+    socket.once('connect', () => done(true))
+    socket.once('error', () => done(false))
+  })
+}
+
+async function requireService(
+  name: string,
+  url: string,
+  port: number,
+  howToStart: string,
+): Promise<boolean> {
+  if (await reachable(url, port)) return true
+  const reason = `${name} is not reachable at ${new URL(url).host} (start it with: ${howToStart})`
+  // In CI a missing service is a failure, never a skip.
+  if (process.env['CI']) throw new Error(`${reason}; CI=true, so the tests that need it fail`)
+  console.warn(`skipping the tests that need ${name}: ${reason}`)
+  return false
+}
+
+/** True when RabbitMQ answers; under `CI=true` a missing broker throws instead. */
+export function requireRabbit(): Promise<boolean> {
+  return requireService('RabbitMQ', AMQP_URL, 5672, 'rabbitmq-server -detached')
+}
+
+/** True when Postgres answers; under `CI=true` a missing database throws instead. */
+export function requirePostgres(): Promise<boolean> {
+  return requireService(
+    'PostgreSQL',
+    DATABASE_URL,
+    5432,
+    'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start',
+  )
+}
+
+/** A name no other test (or earlier run) uses. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}.${Math.random().toString(36).slice(2, 10)}`
+}

@@ -1,0 +1,504 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { CodecRegistry } from './codec/codec-registry.js'
+import { DEFAULT_DRAIN_TIMEOUT, HANDLER_ABANDON_TIMEOUT } from './constants.js'
+import { ConsumerOptions } from './consumer/consumer-options.js'
+import {
+  ConsumerEngine,
+  waitFor,
+  type Consumer,
+  type ConsumerHost,
+  type DeliveryTask,
+} from './consumer/consumer.js'
+import type { Handler } from './consumer/message.js'
+import { toMillis, type Duration } from './duration.js'
+import { defaultOrigin } from './envelope/envelope.js'
+import { AceMqError, ClosedError, ConfigurationError, abortError, describeError } from './errors.js'
+import {
+  worstStatus,
+  type HealthContributor,
+  type HealthReport,
+  type HealthResult,
+} from './health/health.js'
+import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
+import { validateQueueName } from './retry/queue-names.js'
+import type { Instrumentation } from './telemetry/instrumentation.js'
+import { consumerDeclarations, type Topology } from './topology/topology.js'
+import type { Transport, TransportEvent } from './transport/transport.js'
+
+/** Options for {@link AceMq.connect}. */
+export interface AceMqOptions {
+  /** Codecs by content type (default: JSON, text, bytes). */
+  readonly codecs?: CodecRegistry
+  /** `x-acemq-origin` for messages published here (default `acemq@{hostname}`). */
+  readonly origin?: string
+  /**
+   * Told about failures the engine recovered from on its own (a store that could not answer,
+   * a move that was handed back). Default: nothing is printed.
+   */
+  readonly onError?: (error: unknown, context: string) => void
+}
+
+/** Options for {@link AceMq.close}. */
+export interface CloseOptions {
+  /**
+   * How long to wait for running handlers before aborting their signals (default 20 s).
+   * `0` does not drain: handlers are aborted at once and get the 5 s grace below.
+   */
+  readonly drainTimeout?: Duration
+}
+
+/** How long a health contributor may take before it is reported DOWN. */
+const HEALTH_CONTRIBUTOR_TIMEOUT_MS = 5_000
+
+/**
+ * A connection to a broker through a {@link Transport}: publishers, consumers, topology,
+ * pause and drain, health and shutdown. Get one from `connect()` in
+ * `@acemq/transport-amqp`, or from `AceMq.connect(new InMemoryTransport())`.
+ *
+ * @example
+ * ```ts
+ * await using mq = await AceMq.connect(new InMemoryTransport())
+ * await mq.applyTopology(Topology.define().queueWithRetry('orders.placed', policy))
+ * await mq.consume('orders.placed', ConsumerOptions.defaults().withRetry(policy), handle)
+ * await mq.publisher('', 'orders.placed').send({ id: 'o-1' })
+ * ```
+ */
+export class AceMq implements AsyncDisposable {
+  /** The transport underneath. */
+  readonly transport: Transport
+  readonly #codecs: CodecRegistry
+  readonly #origin: string
+  readonly #onError: ((error: unknown, context: string) => void) | undefined
+  readonly #consumers = new Set<ConsumerEngine<unknown>>()
+  readonly #contributors = new Map<string, HealthContributor>()
+  readonly #currentTask = new AsyncLocalStorage<DeliveryTask>()
+  readonly #closingController = new AbortController()
+  readonly #idleWaiters = new Set<() => void>()
+  #instrumentation: Instrumentation | undefined
+  #inFlight = 0
+  #consumingPaused = false
+  #publishingPaused = false
+  #closing: Promise<void> | undefined
+  #unsubscribe: () => void
+
+  private constructor(transport: Transport, options: AceMqOptions) {
+    this.transport = transport
+    this.#codecs = options.codecs ?? CodecRegistry.defaults()
+    this.#origin = options.origin ?? defaultOrigin()
+    this.#onError = options.onError
+    this.#unsubscribe = transport.onEvent((event) => this.#onTransportEvent(event))
+  }
+
+  /**
+   * Connects through `transport` and returns the connection.
+   *
+   * @example
+   * ```ts
+   * const mq = await AceMq.connect(new InMemoryTransport(), { origin: 'orders@web-1' })
+   * ```
+   */
+  static async connect(transport: Transport, options: AceMqOptions = {}): Promise<AceMq> {
+    if (
+      typeof transport !== 'object' ||
+      transport === null ||
+      typeof transport.publish !== 'function'
+    ) {
+      throw new ConfigurationError(
+        `AceMq.connect(transport) needs a Transport; got ${String(transport)}`,
+      )
+    }
+    if (options.codecs !== undefined && !(options.codecs instanceof CodecRegistry)) {
+      throw new ConfigurationError('AceMq.connect(options.codecs) must be a CodecRegistry')
+    }
+    if (
+      options.origin !== undefined &&
+      (typeof options.origin !== 'string' || options.origin === '')
+    ) {
+      throw new ConfigurationError(
+        `AceMq.connect(options.origin) must be a non-empty string; got ${JSON.stringify(options.origin)}`,
+      )
+    }
+    const mq = new AceMq(transport, options)
+    await transport.connect()
+    return mq
+  }
+
+  /** Handlers running now, across every consumer, counted until their settlement is done. */
+  get inFlight(): number {
+    return this.#inFlight
+  }
+
+  /** Deliveries waiting at the pause gate, never handed to a handler. */
+  get held(): number {
+    let held = 0
+    for (const consumer of this.#consumers) held += consumer.held
+    return held
+  }
+
+  /** Whether {@link pauseConsuming} is in effect. */
+  get consumingPaused(): boolean {
+    return this.#consumingPaused
+  }
+
+  /** Whether {@link pausePublishing} is in effect. */
+  get publishingPaused(): boolean {
+    return this.#publishingPaused
+  }
+
+  /** Whether the connection is closing or closed. */
+  get closed(): boolean {
+    return this.#closing !== undefined
+  }
+
+  /**
+   * Installs the telemetry seam (`@acemq/otel` calls this); `undefined` removes it.
+   *
+   * @example
+   * ```ts
+   * mq.setInstrumentation(myInstrumentation)
+   * ```
+   */
+  setInstrumentation(instrumentation: Instrumentation | undefined): void {
+    this.#instrumentation = instrumentation
+  }
+
+  /**
+   * A publisher for one exchange and routing key (`''` is the default exchange, which routes
+   * to the queue named by the routing key).
+   *
+   * @example
+   * ```ts
+   * await mq.publisher<OrderPlaced>('orders', 'order.placed').send({ id: 'o-1' })
+   * ```
+   */
+  publisher<T = unknown>(
+    exchange: string,
+    routingKey: string,
+    options: PublisherOptions = {},
+  ): Publisher<T> {
+    return new Publisher<T>(this.#publisherHost, exchange, routingKey, options)
+  }
+
+  /**
+   * Declares the failure topology for `queue` (`acemq.dlx`, `{queue}.dlq`, `{queue}.parked`
+   * and the policy's rungs), then subscribes `handler`. The queue itself must exist: declare
+   * it with {@link applyTopology}.
+   *
+   * @example
+   * ```ts
+   * const consumer = await mq.consume<OrderPlaced>('orders.placed',
+   *   ConsumerOptions.defaults().withRetry(RetryPolicy.exponential(5, '1s', '1m')),
+   *   async (message) => { await ship(message.payload) })
+   * ```
+   */
+  async consume<T = unknown>(
+    queue: string,
+    options: ConsumerOptions,
+    handler: Handler<T>,
+  ): Promise<Consumer> {
+    validateQueueName(queue, 'consume(queue)')
+    if (!(options instanceof ConsumerOptions)) {
+      throw new ConfigurationError(
+        'consume(options) must be a ConsumerOptions, e.g. ConsumerOptions.defaults()',
+      )
+    }
+    if (typeof handler !== 'function') {
+      throw new ConfigurationError(`consume(handler) must be a function; got ${String(handler)}`)
+    }
+    this.#assertOpen()
+    await this.transport.declare(consumerDeclarations(queue, options.retryPolicy))
+    const consumer = new ConsumerEngine<T>(this.#consumerHost, queue, options, handler)
+    this.#consumers.add(consumer as ConsumerEngine<unknown>)
+    try {
+      await consumer.start()
+    } catch (error) {
+      this.#consumers.delete(consumer as ConsumerEngine<unknown>)
+      throw error
+    }
+    return consumer
+  }
+
+  /**
+   * Declares everything in `topology`, in order.
+   *
+   * @example
+   * ```ts
+   * await mq.applyTopology(Topology.define().queueWithRetry('orders.placed', policy))
+   * ```
+   */
+  async applyTopology(topology: Topology): Promise<void> {
+    this.#assertOpen()
+    await this.transport.declare(topology.plan())
+  }
+
+  /** Stops handing deliveries to handlers; they wait at the gate (`held`), never acked. */
+  pauseConsuming(): void {
+    this.#consumingPaused = true
+  }
+
+  /** Hands the held deliveries over and carries on. */
+  resumeConsuming(): void {
+    if (this.#closing !== undefined) return
+    this.#consumingPaused = false
+    for (const consumer of this.#consumers) consumer.pump()
+  }
+
+  /** Further publishes reject with `PublishingPausedError`; the engine's own moves still work. */
+  pausePublishing(): void {
+    this.#publishingPaused = true
+  }
+
+  /** Lets publishes through again. */
+  resumePublishing(): void {
+    this.#publishingPaused = false
+  }
+
+  /**
+   * Pauses consuming and waits for the handlers that are running to finish and settle.
+   * Resolves `true` when they all did, `false` at the timeout (it never throws for time);
+   * rejects with an `AbortError` when `signal` aborts (at once, before pausing, when it
+   * already has). Consuming stays paused either way. Called from inside a handler, it does
+   * not wait for that handler.
+   *
+   * @example
+   * ```ts
+   * const finished = await mq.drainConsumers('30s', stoppingSignal)
+   * ```
+   */
+  async drainConsumers(timeout: Duration, signal?: AbortSignal): Promise<boolean> {
+    const timeoutMs = toMillis(timeout, 'drainConsumers(timeout)')
+    if (signal?.aborted) throw abortError(signal)
+    this.pauseConsuming()
+    if (this.#busy() === 0) return true
+    return new Promise<boolean>((resolve, reject) => {
+      const finish = (result: boolean | Error): void => {
+        clearTimeout(timer)
+        this.#idleWaiters.delete(check)
+        signal?.removeEventListener('abort', onAbort)
+        if (result instanceof Error) reject(result)
+        else resolve(result)
+      }
+      const check = (): void => {
+        if (this.#busy() === 0) finish(true)
+      }
+      const onAbort = (): void => finish(abortError(signal))
+      const timer = setTimeout(() => finish(false), timeoutMs)
+      timer.unref?.()
+      this.#idleWaiters.add(check)
+      signal?.addEventListener('abort', onAbort, { once: true })
+    })
+  }
+
+  /**
+   * The connection's health: the `connection` report plus every registered contributor,
+   * aggregated to the worst status. A blocked broker is `UP` with the reason (back pressure
+   * is not a failure); only a closed connection is `DOWN`. No broker round trip.
+   *
+   * @example
+   * ```ts
+   * const { status, reports } = await mq.health()
+   * ```
+   */
+  async health(): Promise<HealthResult> {
+    const reports: HealthReport[] = [this.#connectionReport()]
+    const contributed = await Promise.all([...this.#contributors.values()].map((c) => reportOf(c)))
+    reports.push(...contributed)
+    return { status: worstStatus(reports.map((r) => r.status)), inFlight: this.#inFlight, reports }
+  }
+
+  /**
+   * Adds a health contributor; returns a function that removes it. One that throws or takes
+   * longer than 5 s is reported `DOWN` with the error.
+   *
+   * @example
+   * ```ts
+   * mq.registerHealth({ name: 'billing', report: () => ({ name: 'billing', status: 'UP', details: {} }) })
+   * ```
+   */
+  registerHealth(contributor: HealthContributor): () => void {
+    if (
+      typeof contributor?.name !== 'string' ||
+      contributor.name === '' ||
+      typeof contributor.report !== 'function'
+    ) {
+      throw new ConfigurationError(
+        'registerHealth(contributor) needs a non-empty name and a report() function',
+      )
+    }
+    if (contributor.name === 'connection' || this.#contributors.has(contributor.name)) {
+      throw new ConfigurationError(
+        `registerHealth(contributor): the name '${contributor.name}' is taken`,
+      )
+    }
+    this.#contributors.set(contributor.name, contributor)
+    return () => {
+      if (this.#contributors.get(contributor.name) === contributor)
+        this.#contributors.delete(contributor.name)
+    }
+  }
+
+  /**
+   * Drains (up to `drainTimeout`, default 20 s), then closes: consumers are cancelled, held
+   * deliveries and retry or in-progress waits are handed back at once, handlers still running
+   * after the drain have their signals aborted and 5 s more, and then channels and the
+   * connection close regardless; an ack from a handler that outlived the close is dropped.
+   * Safe to call twice.
+   *
+   * @example
+   * ```ts
+   * await mq.close({ drainTimeout: '10s' })
+   * ```
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    const drainTimeoutMs = toMillis(
+      options.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT,
+      'close(drainTimeout)',
+    )
+    this.#closing ??= this.#close(drainTimeoutMs)
+    return this.#closing
+  }
+
+  /** `await using mq = ...` closes with the default drain. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close()
+  }
+
+  async #close(drainTimeoutMs: number): Promise<void> {
+    this.#consumingPaused = true
+    const consumers = [...this.#consumers]
+    await Promise.all(consumers.map((c) => c.stopIntake()))
+    const idle = (): Promise<void> =>
+      Promise.all(consumers.map((c) => c.whenIdle())).then(() => undefined)
+    if (!(await waitFor(idle(), drainTimeoutMs))) {
+      for (const consumer of consumers) consumer.abortHandlers()
+      if (!(await waitFor(idle(), HANDLER_ABANDON_TIMEOUT))) {
+        for (const consumer of consumers) consumer.abandonRunning()
+      }
+    }
+    this.#closingController.abort()
+    await Promise.all(consumers.map((c) => c.closeChannel()))
+    this.#consumers.clear()
+    try {
+      await this.transport.close()
+    } finally {
+      this.#unsubscribe()
+    }
+  }
+
+  #busy(): number {
+    let busy = 0
+    for (const consumer of this.#consumers) busy += consumer.busy()
+    return busy
+  }
+
+  #assertOpen(): void {
+    if (this.#closing !== undefined) throw new ClosedError()
+  }
+
+  #reportError(error: unknown, context: string): void {
+    try {
+      this.#onError?.(error, context)
+    } catch {
+      // A failing error hook must not take the engine down with it.
+    }
+  }
+
+  #onTransportEvent(event: TransportEvent): void {
+    if (event.type === 'disconnected') {
+      for (const consumer of this.#consumers) consumer.connectionLost()
+      this.#reportError(
+        event.error ?? new AceMqError('connection lost'),
+        'the connection was lost; recovering',
+      )
+    }
+  }
+
+  #connectionReport(): HealthReport {
+    const state = this.transport.state
+    const details: Record<string, string> = {
+      open: String(state.open),
+      blocked: String(state.blocked),
+      transport: `${this.transport.kind} ${this.transport.description}`,
+      inFlight: String(this.#inFlight),
+      held: String(this.held),
+    }
+    if (state.blocked && state.blockedReason !== undefined)
+      details['blockedReason'] = state.blockedReason
+    if (this.#consumingPaused) details['consuming'] = 'paused'
+    if (this.#publishingPaused) details['publishing'] = 'paused'
+    return { name: 'connection', status: state.open && !state.closed ? 'UP' : 'DOWN', details }
+  }
+
+  get #publisherHost(): PublisherHost {
+    // A view, not a copy: pause flags and instrumentation are read at send time.
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const mq = this
+    return {
+      transport: this.transport,
+      codecs: this.#codecs,
+      origin: this.#origin,
+      get instrumentation() {
+        return mq.#instrumentation
+      },
+      get publishingPaused() {
+        return mq.#publishingPaused
+      },
+      assertOpen: () => this.#assertOpen(),
+    }
+  }
+
+  get #consumerHost(): ConsumerHost {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const mq = this
+    return {
+      transport: this.transport,
+      codecs: this.#codecs,
+      origin: this.#origin,
+      currentTask: this.#currentTask,
+      closingSignal: this.#closingController.signal,
+      get instrumentation() {
+        return mq.#instrumentation
+      },
+      get consumingPaused() {
+        return mq.#consumingPaused
+      },
+      taskStarted: () => {
+        this.#inFlight++
+      },
+      taskFinished: () => {
+        this.#inFlight--
+        for (const check of [...this.#idleWaiters]) check()
+      },
+      consumerClosed: (consumer) => {
+        this.#consumers.delete(consumer)
+      },
+      reportError: (error, context) => this.#reportError(error, context),
+    }
+  }
+}
+
+async function reportOf(contributor: HealthContributor): Promise<HealthReport> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  try {
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`no report within ${HEALTH_CONTRIBUTOR_TIMEOUT_MS} ms`)),
+        HEALTH_CONTRIBUTOR_TIMEOUT_MS,
+      )
+      timer.unref?.()
+    })
+    const report = await Promise.race([Promise.resolve().then(() => contributor.report()), timeout])
+    if (report?.status !== 'UP' && report?.status !== 'DEGRADED' && report?.status !== 'DOWN') {
+      throw new Error(
+        `report() returned no valid status (UP, DEGRADED or DOWN): ${JSON.stringify(report?.status)}`,
+      )
+    }
+    const details: Record<string, string> = {}
+    for (const [key, value] of Object.entries(report.details ?? {})) details[key] = String(value)
+    return { name: contributor.name, status: report.status, details }
+  } catch (error) {
+    return { name: contributor.name, status: 'DOWN', details: { error: describeError(error) } }
+  } finally {
+    clearTimeout(timer)
+  }
+}

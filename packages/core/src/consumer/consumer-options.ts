@@ -1,0 +1,139 @@
+import {
+  DEFAULT_CONCURRENCY,
+  DEFAULT_IN_PROGRESS_DELAY,
+  DEFAULT_PREFETCH,
+  DEFAULT_RETRY_DELAY,
+} from '../constants.js'
+import { toMillis, type Duration } from '../duration.js'
+import { ConfigurationError } from '../errors.js'
+import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
+import type { RetryPolicy } from '../retry/retry-policy.js'
+
+interface Fields {
+  readonly retryPolicy: RetryPolicy | undefined
+  readonly store: IdempotencyStore | undefined
+  readonly prefetch: number
+  readonly concurrency: number
+  readonly retryDelayMs: number
+  readonly inProgressDelayMs: number
+}
+
+function positiveInteger(value: number, name: string, max: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw new ConfigurationError(
+      `${name} must be a whole number from 1 to ${max}; got ${String(value)}`,
+    )
+  }
+  return value
+}
+
+/**
+ * How a consumer behaves: retry policy, idempotency, prefetch and concurrency. Immutable:
+ * every `withX()` returns a new, frozen value.
+ *
+ * @example
+ * ```ts
+ * const options = ConsumerOptions.defaults()
+ *   .withRetry(RetryPolicy.exponential(5, '1s', '1m'))
+ *   .idempotent(InMemoryIdempotencyStore.forOneDay())
+ *   .withPrefetch(20)
+ * ```
+ */
+export class ConsumerOptions {
+  /** The retry policy, or undefined: a failure is then retried after `retryDelayMs`, forever. */
+  readonly retryPolicy: RetryPolicy | undefined
+  /** The idempotency store the consumer claims message ids in, if any. */
+  readonly store: IdempotencyStore | undefined
+  /** Unacknowledged deliveries the consumer may hold (default 20), per consumer. */
+  readonly prefetch: number
+  /** Handlers run at once (default 1, which keeps order). */
+  readonly concurrency: number
+  /** Wait before a retry when there is no policy (default 5 s); `Ack.retry(reason, delay)` overrides it. */
+  readonly retryDelayMs: number
+  /** Wait before putting back a message someone else is handling (default 5 s). */
+  readonly inProgressDelayMs: number
+
+  private constructor(fields: Fields) {
+    this.retryPolicy = fields.retryPolicy
+    this.store = fields.store
+    this.prefetch = fields.prefetch
+    this.concurrency = fields.concurrency
+    this.retryDelayMs = fields.retryDelayMs
+    this.inProgressDelayMs = fields.inProgressDelayMs
+    Object.freeze(this)
+  }
+
+  /** No retry policy, no idempotency, prefetch 20, concurrency 1. */
+  static defaults(): ConsumerOptions {
+    return new ConsumerOptions({
+      retryPolicy: undefined,
+      store: undefined,
+      prefetch: DEFAULT_PREFETCH,
+      concurrency: DEFAULT_CONCURRENCY,
+      retryDelayMs: DEFAULT_RETRY_DELAY,
+      inProgressDelayMs: DEFAULT_IN_PROGRESS_DELAY,
+    })
+  }
+
+  #with(changes: Partial<Fields>): ConsumerOptions {
+    return new ConsumerOptions({ ...this.#fields(), ...changes })
+  }
+
+  #fields(): Fields {
+    return {
+      retryPolicy: this.retryPolicy,
+      store: this.store,
+      prefetch: this.prefetch,
+      concurrency: this.concurrency,
+      retryDelayMs: this.retryDelayMs,
+      inProgressDelayMs: this.inProgressDelayMs,
+    }
+  }
+
+  /** Bounds retries with `policy`; it overrides any delay a handler asks for. */
+  withRetry(policy: RetryPolicy): ConsumerOptions {
+    if (typeof policy !== 'object' || policy === null || typeof policy.nextWait !== 'function') {
+      throw new ConfigurationError(
+        `withRetry(policy): policy must be a RetryPolicy; got ${String(policy)}`,
+      )
+    }
+    return this.#with({ retryPolicy: policy })
+  }
+
+  /** Handles each message id once, claiming it in `store` before the handler runs. */
+  idempotent(store: IdempotencyStore): ConsumerOptions {
+    const methods = ['claim', 'confirm', 'release', 'isConfirmed'] as const
+    if (
+      typeof store !== 'object' ||
+      store === null ||
+      methods.some((m) => typeof store[m] !== 'function')
+    ) {
+      throw new ConfigurationError(
+        `idempotent(store): store must implement claim, confirm, release and isConfirmed; got ${String(store)}`,
+      )
+    }
+    return this.#with({ store })
+  }
+
+  /** Unacknowledged deliveries this consumer may hold (1 to 65535). */
+  withPrefetch(prefetch: number): ConsumerOptions {
+    return this.#with({ prefetch: positiveInteger(prefetch, 'withPrefetch(prefetch)', 65_535) })
+  }
+
+  /** Handlers run at once (1 to 1000); more than 1 gives up ordering. */
+  withConcurrency(concurrency: number): ConsumerOptions {
+    return this.#with({
+      concurrency: positiveInteger(concurrency, 'withConcurrency(concurrency)', 1_000),
+    })
+  }
+
+  /** The wait before a retry when there is no retry policy. */
+  withRetryDelay(delay: Duration): ConsumerOptions {
+    return this.#with({ retryDelayMs: toMillis(delay, 'withRetryDelay(delay)') })
+  }
+
+  /** The wait before an in-progress message is put back; keep it well under the claim timeout. */
+  withInProgressDelay(delay: Duration): ConsumerOptions {
+    return this.#with({ inProgressDelayMs: toMillis(delay, 'withInProgressDelay(delay)') })
+  }
+}

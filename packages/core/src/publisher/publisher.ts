@@ -1,0 +1,188 @@
+import type { Codec } from '../codec/codec.js'
+import type { CodecRegistry } from '../codec/codec-registry.js'
+import {
+  assertApplicationHeaders,
+  createEnvelope,
+  writeEnvelope,
+  type EnvelopeInit,
+} from '../envelope/envelope.js'
+import {
+  ConfigurationError,
+  ConnectionBlockedError,
+  PublishFailedError,
+  PublishingPausedError,
+  UnroutableError,
+} from '../errors.js'
+import type { Instrumentation, PublishOutcome } from '../telemetry/instrumentation.js'
+import type { Headers, OutgoingMessage, Transport } from '../transport/transport.js'
+
+/** Options for a {@link Publisher}. */
+export interface PublisherOptions {
+  /** The content type to encode with (default `application/json`); a codec must be registered for it. */
+  readonly contentType?: string
+  /** Resolve even when no queue is bound for the message (default false: `UnroutableError`). */
+  readonly allowUnroutable?: boolean
+  /** Application headers put on every message (no `x-acemq-*`). */
+  readonly headers?: Headers
+}
+
+/** What a single send may set: envelope fields and application headers. */
+export interface SendOptions extends EnvelopeInit {
+  /** Application headers for this message, added to the publisher's (no `x-acemq-*`). */
+  readonly headers?: Headers
+}
+
+/** What a publisher needs from its connection. Internal to core. */
+export interface PublisherHost {
+  readonly transport: Transport
+  readonly codecs: CodecRegistry
+  readonly origin: string
+  readonly instrumentation: Instrumentation | undefined
+  readonly publishingPaused: boolean
+  assertOpen(): void
+}
+
+function outcomeOf(error: unknown): PublishOutcome {
+  if (error instanceof UnroutableError) return 'unroutable'
+  if (error instanceof ConnectionBlockedError || error instanceof PublishingPausedError)
+    return 'refused'
+  return 'failed'
+}
+
+/**
+ * Publishes typed messages to one exchange and routing key. Every send is persistent,
+ * mandatory and confirmed: it resolves once the broker has the message.
+ *
+ * @example
+ * ```ts
+ * const orders = mq.publisher<OrderPlaced>('', 'orders.placed')
+ * await orders.send({ id: 'o-1' }, { correlation: 'checkout-42', headers: { 'x-tenant': 'acme' } })
+ * ```
+ */
+export class Publisher<T> {
+  readonly exchange: string
+  readonly routingKey: string
+  readonly #host: PublisherHost
+  readonly #codec: Codec
+  readonly #mandatory: boolean
+  readonly #headers: Headers
+
+  /** Created by `mq.publisher()`. */
+  constructor(
+    host: PublisherHost,
+    exchange: string,
+    routingKey: string,
+    options: PublisherOptions = {},
+  ) {
+    if (typeof exchange !== 'string') {
+      throw new ConfigurationError(
+        `publisher(exchange) must be a string ('' for the default exchange); got ${String(exchange)}`,
+      )
+    }
+    if (typeof routingKey !== 'string' || Buffer.byteLength(routingKey) > 255) {
+      throw new ConfigurationError(
+        `publisher(routingKey) must be a string of at most 255 bytes; got ${JSON.stringify(routingKey)}`,
+      )
+    }
+    const codec = host.codecs.find(options.contentType)
+    if (codec === undefined) {
+      throw new ConfigurationError(
+        `publisher(options.contentType): no codec is registered for ${JSON.stringify(options.contentType)}; register one with CodecRegistry.with()`,
+      )
+    }
+    assertApplicationHeaders(options.headers, 'publisher(options.headers)')
+    this.#host = host
+    this.exchange = exchange
+    this.routingKey = routingKey
+    this.#codec = codec
+    this.#mandatory = options.allowUnroutable !== true
+    this.#headers = { ...(options.headers ?? {}) }
+  }
+
+  /**
+   * Sends one message and resolves once the broker confirms it. Rejects with
+   * `PublishingPausedError` or `ConnectionBlockedError` before anything is written,
+   * `UnroutableError` when no queue took it, `PublishFailedError` on a nack or a lost
+   * connection.
+   */
+  async send(payload: T, options: SendOptions = {}): Promise<void> {
+    const message = this.#prepare(payload, options)
+    await this.#publish(message)
+  }
+
+  /**
+   * Sends many messages, writing them all before awaiting their confirms (the connection's
+   * confirm window bounds how many are outstanding). Rejects with a `PublishFailedError`
+   * saying `k of n were not confirmed` when any failed; its `cause` is an `AggregateError`.
+   */
+  async sendAll(payloads: readonly T[], options: SendOptions = {}): Promise<void> {
+    if (!Array.isArray(payloads)) {
+      throw new ConfigurationError(`sendAll(payloads) must be an array; got ${String(payloads)}`)
+    }
+    if (options.id !== undefined && payloads.length > 1) {
+      throw new ConfigurationError(
+        'sendAll(options.id): one id cannot be given to several messages',
+      )
+    }
+    const messages = payloads.map((payload) => this.#prepare(payload, options))
+    if (this.#host.publishingPaused) throw new PublishingPausedError(this.exchange, this.routingKey)
+    const results = await Promise.allSettled(messages.map((message) => this.#publish(message)))
+    const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []))
+    if (failures.length > 0) {
+      throw new PublishFailedError(`${failures.length} of ${payloads.length} were not confirmed`, {
+        cause: new AggregateError(failures, `${failures.length} publishes failed`),
+      })
+    }
+  }
+
+  #prepare(
+    payload: T,
+    options: SendOptions,
+  ): { readonly message: OutgoingMessage; readonly id: string; readonly correlation: string } {
+    this.#host.assertOpen()
+    assertApplicationHeaders(options.headers, 'send(options.headers)')
+    const envelope = createEnvelope(options, {
+      routingKey: this.routingKey,
+      origin: this.#host.origin,
+    })
+    const body = this.#codec.encode(payload)
+    const headers = writeEnvelope(envelope, { ...this.#headers, ...(options.headers ?? {}) })
+    return {
+      id: envelope.id,
+      correlation: envelope.correlation,
+      message: {
+        exchange: this.exchange,
+        routingKey: this.routingKey,
+        body,
+        headers,
+        properties: { contentType: this.#codec.contentType, messageId: envelope.id },
+        persistent: true,
+        mandatory: this.#mandatory,
+      },
+    }
+  }
+
+  async #publish(prepared: {
+    readonly message: OutgoingMessage
+    readonly id: string
+    readonly correlation: string
+  }): Promise<void> {
+    const { message } = prepared
+    const scope = this.#host.instrumentation?.publishStarted({
+      exchange: message.exchange,
+      routingKey: message.routingKey,
+      messageId: prepared.id,
+      correlation: prepared.correlation,
+      headers: message.headers,
+    })
+    try {
+      if (this.#host.publishingPaused)
+        throw new PublishingPausedError(this.exchange, this.routingKey)
+      await this.#host.transport.publish(message)
+    } catch (error) {
+      scope?.end(outcomeOf(error), error)
+      throw error
+    }
+    scope?.end('confirmed')
+  }
+}

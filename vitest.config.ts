@@ -2,13 +2,43 @@ import { defineConfig } from 'vitest/config'
 
 // Tests run from each package's `src` through the `@acemq/source` export condition, so a
 // change is tested without a build (see STYLE.md).
+const conditions = ['@acemq/source']
+
+const shared = {
+  testTimeout: 30_000,
+  hookTimeout: 30_000,
+  pool: 'forks' as const,
+}
+
 export default defineConfig({
-  resolve: { conditions: ['@acemq/source'] },
-  ssr: { resolve: { conditions: ['@acemq/source'] } },
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
-    pool: 'forks',
+    projects: [
+      {
+        extends: true,
+        test: {
+          ...shared,
+          name: 'main',
+          include: ['packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts'],
+          exclude: ['**/node_modules/**', '**/*.disruptive.test.ts'],
+        },
+      },
+      {
+        // Tests that disrupt the whole broker (memory alarms, dropped connections) run one
+        // file at a time, after the rest, so they never disturb another test.
+        extends: true,
+        test: {
+          ...shared,
+          name: 'disruptive',
+          include: [
+            'packages/*/test/**/*.disruptive.test.ts',
+            'examples/*/test/**/*.disruptive.test.ts',
+          ],
+          fileParallelism: false,
+          testTimeout: 120_000,
+        },
+      },
+    ],
   },
 })

@@ -12,6 +12,7 @@ import {
   type Envelope,
   type Headers,
   type Message,
+  type Transport,
 } from '@acemq/core'
 import { uniqueName } from './services.js'
 
@@ -40,8 +41,10 @@ export interface BrokerProbe {
 
 /** What each transport under test provides. */
 export interface ScenarioTarget {
-  connect(): Promise<AceMq>
-  probe(): Promise<BrokerProbe & { close(): Promise<void> }>
+  /** A new, unconnected transport. */
+  createTransport(): Transport
+  /** A probe that looks at the broker behind `transport` from outside the library. */
+  probe(transport: Transport): Promise<BrokerProbe & { close(): Promise<void> }>
 }
 
 /** Waits until `condition` holds, polling every 10 ms, or throws after `timeoutMs`. */
@@ -74,8 +77,9 @@ export function engineScenarios(name: string, target: ScenarioTarget): void {
     const consumers: Consumer[] = []
 
     beforeEach(async () => {
-      mq = await target.connect()
-      probe = await target.probe()
+      const transport = target.createTransport()
+      mq = await AceMq.connect(transport)
+      probe = await target.probe(transport)
     })
 
     afterEach(async () => {

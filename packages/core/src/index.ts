@@ -16,6 +16,7 @@ export { Publisher, type PublisherOptions, type SendOptions } from './publisher/
 export * from './retry/queue-names.js'
 export * from './retry/retry-policy.js'
 export * from './telemetry/instrumentation.js'
+export * from './shutdown/shutdown-on-signals.js'
 export { Topology, consumerDeclarations, type QueueOptions } from './topology/topology.js'
 export { InMemoryTransport, type StoredMessage } from './transport/in-memory-transport.js'
 export type * from './transport/transport.js'

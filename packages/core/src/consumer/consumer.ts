@@ -90,6 +90,8 @@ export class ConsumerEngine<T> implements Consumer {
   #subscription: TransportSubscription | undefined
   #cancelled = false
   #closing: Promise<void> | undefined
+  /** Closed from inside its own handler: the channel closes once that handler has settled. */
+  #closeChannelWhenIdle = false
 
   constructor(host: ConsumerHost, queue: string, options: ConsumerOptions, handler: Handler<T>) {
     this.#host = host
@@ -195,8 +197,15 @@ export class ConsumerEngine<T> implements Consumer {
       this.abortHandlers()
       if (!(await waitFor(this.whenIdle(), HANDLER_ABANDON_TIMEOUT))) this.abandonRunning()
     }
-    await this.closeChannel()
     this.#host.consumerClosed(this as ConsumerEngine<unknown>)
+    const current = this.#host.currentTask.getStore()
+    if (current !== undefined && this.#running.has(current) && !current.abandoned) {
+      // Called from inside this consumer's own handler: waiting for it would wait for
+      // itself. Return now; the channel closes once that handler has settled.
+      this.#closeChannelWhenIdle = true
+      return
+    }
+    await this.closeChannel()
   }
 
   #onDelivery(delivery: Delivery): void {
@@ -224,7 +233,8 @@ export class ConsumerEngine<T> implements Consumer {
       this.#running.delete(task)
       this.#host.taskFinished()
       for (const check of [...this.#idleWaiters]) check()
-      this.pump()
+      if (this.#closeChannelWhenIdle && this.#running.size === 0) void this.closeChannel()
+      else this.pump()
     })
   }
 

@@ -8,18 +8,29 @@ import { abortError } from '../errors.js'
 export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
   if (signal?.aborted) return Promise.resolve(false)
   return new Promise((resolve) => {
+    const until = Date.now() + ms
+    let timer: ReturnType<typeof setTimeout>
     const onAbort = (): void => {
       clearTimeout(timer)
       resolve(false)
     }
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort)
-      resolve(true)
-    }, ms)
-    timer.unref?.()
+    // setTimeout fires at once for anything over 2^31-1 ms, so a long wait is taken in steps.
+    const arm = (): void => {
+      const left = until - Date.now()
+      if (left <= 0) {
+        signal?.removeEventListener('abort', onAbort)
+        resolve(true)
+        return
+      }
+      timer = setTimeout(arm, Math.min(left, MAX_TIMEOUT_MS))
+      timer.unref?.()
+    }
     signal?.addEventListener('abort', onAbort, { once: true })
+    arm()
   })
 }
+
+const MAX_TIMEOUT_MS = 2_147_483_647
 
 /** Rejects with an AbortError as soon as `signal` aborts; resolves never otherwise. */
 export function rejectOnAbort(signal: AbortSignal): {

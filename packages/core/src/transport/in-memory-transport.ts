@@ -288,9 +288,7 @@ export class InMemoryTransport implements Transport {
   }
 
   /** The arguments a queue was declared with, and its type. */
-  queueInfo(
-    name: string,
-  ):
+  queueInfo(name: string):
     | {
         readonly type: 'classic' | 'quorum'
         readonly arguments: Readonly<Record<string, HeaderValue>>

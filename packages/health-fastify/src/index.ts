@@ -1,1 +1,1 @@
-export {}
+export { DEFAULT_HEALTH_PATH, acemqHealth, type AcemqHealthOptions } from './health-fastify.js'

@@ -106,6 +106,18 @@ export interface ContractFixtures {
       readonly arguments: Record<string, string | number>
       readonly declaredBy: string
     }[]
+    readonly exchanges: readonly {
+      readonly name: string
+      readonly type: string
+      readonly durable: boolean
+      readonly declaredBy: string
+    }[]
+    readonly bindings: readonly {
+      readonly queue: string
+      readonly exchange: string
+      readonly routingKey: string
+      readonly declaredBy: string
+    }[]
   }
 }
 

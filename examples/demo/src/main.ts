@@ -1,0 +1,1 @@
+import { AceMq } from '@acemq/core'; console.log(typeof AceMq)

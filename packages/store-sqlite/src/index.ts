@@ -1,1 +1,10 @@
-export {}
+export {
+  DEFAULT_BUSY_TIMEOUT,
+  DEFAULT_IDEMPOTENCY_TABLE,
+  DEFAULT_PURGE_BATCH_SIZE,
+  DEFAULT_PURGE_EVERY,
+} from './constants.js'
+export {
+  SqliteIdempotencyStore,
+  type SqliteIdempotencyStoreOptions,
+} from './sqlite-idempotency-store.js'

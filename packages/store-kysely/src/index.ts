@@ -1,1 +1,13 @@
-export {}
+export {
+  DEFAULT_IDEMPOTENCY_TABLE,
+  DEFAULT_PURGE_BATCH_SIZE,
+  DEFAULT_PURGE_EVERY,
+} from './constants.js'
+export { createTableSql, type CreateTableSqlOptions } from './create-table-sql.js'
+export { type IdempotencyDialect } from './idempotency-dialect.js'
+export { idempotencyMigration, type IdempotencyMigration } from './idempotency-migration.js'
+export {
+  KyselyIdempotencyStore,
+  type KyselyIdempotencyStoreOptions,
+} from './kysely-idempotency-store.js'
+export type { KyselyDatabase } from './kysely-database.js'

@@ -20,7 +20,7 @@ export default defineConfig({
         test: {
           ...shared,
           name: 'main',
-          include: ['packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts'],
+          include: ['packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts', 'e2e/test/**/*.test.ts'],
           exclude: ['**/node_modules/**', '**/*.disruptive.test.ts'],
         },
       },

@@ -1,0 +1,180 @@
+import type {
+  Attributes,
+  Counter,
+  Histogram,
+  Meter,
+  ObservableGauge,
+  Tracer,
+} from '@opentelemetry/api'
+import type { ConsumeOutcome, PublishOutcome } from '@acemq/core'
+import { ACEMQ_LABELS, ACEMQ_METRICS } from '../names.js'
+
+/**
+ * Bucket boundaries for durations in seconds (the OpenTelemetry recommendation for
+ * request-like durations); the SDK's defaults are sized for milliseconds.
+ */
+const DURATION_BUCKETS = [
+  0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60,
+]
+
+/**
+ * How many distinct publish routes (exchange, routing key) and queues keep cached span
+ * names and label sets. Beyond it each message builds its own: still correct, just not free.
+ * A service with more routes than this has a metric cardinality problem anyway.
+ */
+const MAX_CACHED = 1_000
+
+const PUBLISH_OUTCOMES: readonly PublishOutcome[] = ['confirmed', 'unroutable', 'failed', 'refused']
+const CONSUME_OUTCOMES: readonly ConsumeOutcome[] = [
+  'acked',
+  'retried',
+  'rejected',
+  'dead_lettered',
+  'parked',
+  'in_progress',
+]
+
+/** What a publish to one exchange and routing key needs, built once per route. */
+export interface Route {
+  readonly spanName: string
+  readonly destination: string
+  /** Metric labels by outcome. */
+  readonly labels: Readonly<Record<PublishOutcome, Attributes>>
+}
+
+/** What a delivery from one queue needs, built once per queue. */
+export interface QueueRecord {
+  readonly spanName: string
+  /** `acemq.consume.*` labels by outcome. */
+  readonly labels: Readonly<Record<ConsumeOutcome, Attributes>>
+  /** `acemq.messages.retried.total` labels. */
+  readonly retriedLabels: Attributes
+  /** `acemq.messages.dead.lettered.total` labels by outcome. */
+  readonly deadLetteredLabels: Readonly<Record<'dead_lettered' | 'parked', Attributes>>
+}
+
+/**
+ * The tracer, the metric instruments (created once per `instrument()` call) and the cached
+ * span names and label sets the hot path reuses.
+ */
+export class Instruments {
+  readonly tracer: Tracer
+  readonly publishTotal: Counter
+  readonly publishDuration: Histogram
+  readonly consumeTotal: Counter
+  readonly consumeDuration: Histogram
+  readonly consumeInFlight: ObservableGauge
+  readonly retriedTotal: Counter
+  readonly deadLetteredTotal: Counter
+  readonly rungMissing: Counter
+  /** Cleared by uninstall: scopes still open end their spans but record no more metrics. */
+  recording = true
+  readonly #routes = new Map<string, Map<string, Route>>()
+  readonly #queues = new Map<string, QueueRecord>()
+  #cachedRoutes = 0
+
+  constructor(tracer: Tracer, meter: Meter) {
+    this.tracer = tracer
+    this.publishTotal = meter.createCounter(ACEMQ_METRICS.publishTotal, {
+      description: 'Messages published, by how the publish ended.',
+      unit: '{message}',
+    })
+    this.publishDuration = meter.createHistogram(ACEMQ_METRICS.publishDuration, {
+      description: 'Time from send until the broker confirmed or the publish failed.',
+      unit: 's',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    })
+    this.consumeTotal = meter.createCounter(ACEMQ_METRICS.consumeTotal, {
+      description: 'Deliveries settled, by what actually happened to them.',
+      unit: '{message}',
+    })
+    this.consumeDuration = meter.createHistogram(ACEMQ_METRICS.consumeDuration, {
+      description: 'Handler time only (no decode, claim, wait or settlement).',
+      unit: 's',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    })
+    this.consumeInFlight = meter.createObservableGauge(ACEMQ_METRICS.consumeInFlight, {
+      description: 'Handlers running now, counted until their settlement is done.',
+      unit: '{message}',
+    })
+    this.retriedTotal = meter.createCounter(ACEMQ_METRICS.messagesRetriedTotal, {
+      description: 'Messages put back for another attempt.',
+      unit: '{message}',
+    })
+    this.deadLetteredTotal = meter.createCounter(ACEMQ_METRICS.messagesDeadLetteredTotal, {
+      description: 'Messages given up on (dead_lettered) or parked.',
+      unit: '{message}',
+    })
+    this.rungMissing = meter.createCounter(ACEMQ_METRICS.retryRungMissing, {
+      description: 'Broker waits whose rung queue was missing; the message was put back instead.',
+      unit: '{message}',
+    })
+  }
+
+  /** The cached record of a publish route. */
+  route(exchange: string, routingKey: string): Route {
+    let byKey = this.#routes.get(exchange)
+    let route = byKey?.get(routingKey)
+    if (route !== undefined) return route
+    route = buildRoute(exchange, routingKey)
+    if (this.#cachedRoutes < MAX_CACHED) {
+      if (byKey === undefined) {
+        byKey = new Map()
+        this.#routes.set(exchange, byKey)
+      }
+      byKey.set(routingKey, route)
+      this.#cachedRoutes++
+    }
+    return route
+  }
+
+  /** The cached record of a consumed queue. */
+  queue(name: string): QueueRecord {
+    let record = this.#queues.get(name)
+    if (record !== undefined) return record
+    record = buildQueueRecord(name)
+    if (this.#queues.size < MAX_CACHED) this.#queues.set(name, record)
+    return record
+  }
+}
+
+function buildRoute(exchange: string, routingKey: string): Route {
+  // The default exchange routes to the queue named by the routing key: that queue is
+  // where the message goes, and an empty span name says nothing.
+  const destination = exchange === '' ? routingKey : exchange
+  const labels = {} as Record<PublishOutcome, Attributes>
+  for (const outcome of PUBLISH_OUTCOMES) {
+    labels[outcome] = Object.freeze({
+      [ACEMQ_LABELS.exchange]: exchange,
+      [ACEMQ_LABELS.routingKey]: routingKey,
+      [ACEMQ_LABELS.outcome]: outcome,
+    })
+  }
+  return Object.freeze({
+    spanName: `${destination} publish`,
+    destination,
+    labels: Object.freeze(labels),
+  })
+}
+
+function buildQueueRecord(queue: string): QueueRecord {
+  const labels = {} as Record<ConsumeOutcome, Attributes>
+  for (const outcome of CONSUME_OUTCOMES) {
+    labels[outcome] = Object.freeze({
+      [ACEMQ_LABELS.queue]: queue,
+      [ACEMQ_LABELS.outcome]: outcome,
+    })
+  }
+  return Object.freeze({
+    spanName: `${queue} process`,
+    labels: Object.freeze(labels),
+    retriedLabels: Object.freeze({ [ACEMQ_LABELS.queue]: queue }),
+    deadLetteredLabels: Object.freeze({
+      dead_lettered: Object.freeze({
+        [ACEMQ_LABELS.queue]: queue,
+        [ACEMQ_LABELS.outcome]: 'dead_lettered',
+      }),
+      parked: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'parked' }),
+    }),
+  })
+}

@@ -1,0 +1,84 @@
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  context,
+  propagation,
+  trace,
+  type Attributes,
+} from '@opentelemetry/api'
+import type {
+  Instrumentation,
+  ProcessInfo,
+  ProcessScope,
+  PublishInfo,
+  PublishScope,
+} from '@acemq/core'
+import { ACEMQ_ATTRIBUTES, ACEMQ_LABELS } from '../names.js'
+import { headerGetter, headerSetter } from './header-carrier.js'
+import type { Instruments } from './instruments.js'
+import { ProcessSpanScope } from './process-span-scope.js'
+import { PublishSpanScope } from './publish-span-scope.js'
+
+const RABBITMQ = 'rabbitmq'
+
+/** The seam core calls, translated into spans and metrics. */
+export class OtelInstrumentation implements Instrumentation {
+  readonly #instruments: Instruments
+
+  constructor(instruments: Instruments) {
+    this.#instruments = instruments
+  }
+
+  publishStarted(info: PublishInfo): PublishScope {
+    const instruments = this.#instruments
+    const route = instruments.route(info.exchange, info.routingKey)
+    // A publish continues whatever trace its caller is in (a handler's process span, a
+    // request's server span): the ambient context is the parent here, and only here.
+    const parent = context.active()
+    const attributes: Attributes = {
+      [ACEMQ_ATTRIBUTES.system]: RABBITMQ,
+      [ACEMQ_ATTRIBUTES.operationType]: 'publish',
+      [ACEMQ_ATTRIBUTES.operationName]: 'publish',
+      [ACEMQ_ATTRIBUTES.destinationName]: route.destination,
+      [ACEMQ_ATTRIBUTES.routingKey]: info.routingKey,
+      [ACEMQ_ATTRIBUTES.messageId]: info.messageId,
+      [ACEMQ_ATTRIBUTES.conversationId]: info.correlation,
+    }
+    const span = instruments.tracer.startSpan(
+      route.spanName,
+      { kind: SpanKind.PRODUCER, attributes },
+      parent,
+    )
+    propagation.inject(trace.setSpan(parent, span), info.headers, headerSetter)
+    return new PublishSpanScope(instruments, route, span)
+  }
+
+  processStarted(info: ProcessInfo): ProcessScope {
+    const instruments = this.#instruments
+    const queue = instruments.queue(info.queue)
+    // The parent is the publish that sent this message, from its headers, never whatever
+    // happens to be active where the delivery arrived.
+    const parent = propagation.extract(ROOT_CONTEXT, info.headers, headerGetter)
+    const attributes: Attributes = {
+      [ACEMQ_ATTRIBUTES.system]: RABBITMQ,
+      [ACEMQ_ATTRIBUTES.operationType]: 'process',
+      [ACEMQ_ATTRIBUTES.operationName]: 'process',
+      [ACEMQ_ATTRIBUTES.destinationName]: info.queue,
+      [ACEMQ_ATTRIBUTES.messageId]: info.messageId,
+      [ACEMQ_ATTRIBUTES.conversationId]: info.correlation,
+      [ACEMQ_ATTRIBUTES.attempt]: info.attempt,
+    }
+    const span = instruments.tracer.startSpan(
+      queue.spanName,
+      { kind: SpanKind.CONSUMER, attributes },
+      parent,
+    )
+    return new ProcessSpanScope(instruments, queue, span, trace.setSpan(parent, span))
+  }
+
+  rungMissing(queue: string, rung: string): void {
+    const instruments = this.#instruments
+    if (!instruments.recording) return
+    instruments.rungMissing.add(1, { [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.rung]: rung })
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The names `@acemq/otel` emits: metric names and units shared by the AceMQ family (SPEC
+ * §10), span attribute keys and span event names. Use them in dashboards, alerts and tests
+ * instead of retyping the strings.
+ *
+ * @example
+ * ```ts
+ * import { ACEMQ_METRICS } from '@acemq/otel'
+ * const total = findMetric(collected, ACEMQ_METRICS.consumeTotal)
+ * ```
+ */
+export const ACEMQ_METRICS = Object.freeze({
+  /** Counter of publishes, by `exchange`, `routing.key`, `outcome`. */
+  publishTotal: 'acemq.publish.total',
+  /** Histogram (s) of publish time until the broker confirmed or refused, same labels. */
+  publishDuration: 'acemq.publish.duration',
+  /** Counter of settled deliveries, by `queue`, `outcome`. */
+  consumeTotal: 'acemq.consume.total',
+  /** Histogram (s) of handler time only, by `queue`, `outcome`. */
+  consumeDuration: 'acemq.consume.duration',
+  /** Gauge of handlers running now (`mq.inFlight`). */
+  consumeInFlight: 'acemq.consume.in.flight',
+  /** Counter of messages put back for another attempt, by `queue`. */
+  messagesRetriedTotal: 'acemq.messages.retried.total',
+  /** Counter of messages given up on (`dead_lettered`) or parked (`parked`), by `queue`, `outcome`. */
+  messagesDeadLetteredTotal: 'acemq.messages.dead.lettered.total',
+  /** Counter of broker waits whose rung queue was missing, by `queue`, `rung`. */
+  retryRungMissing: 'acemq.retry.rung.missing',
+} as const)
+
+/**
+ * Metric label keys (SPEC §10).
+ *
+ * @example
+ * ```ts
+ * const dlq = point.attributes[ACEMQ_LABELS.outcome] === 'dead_lettered'
+ * ```
+ */
+export const ACEMQ_LABELS = Object.freeze({
+  exchange: 'exchange',
+  routingKey: 'routing.key',
+  queue: 'queue',
+  outcome: 'outcome',
+  rung: 'rung',
+} as const)
+
+/**
+ * Span attribute keys: the OpenTelemetry messaging conventions plus `messaging.acemq.*`.
+ *
+ * @example
+ * ```ts
+ * span.attributes[ACEMQ_ATTRIBUTES.outcome] // 'acked'
+ * ```
+ */
+export const ACEMQ_ATTRIBUTES = Object.freeze({
+  /** Always `rabbitmq`. */
+  system: 'messaging.system',
+  /** The exchange (publish; the routing key for the default exchange) or the queue (process). */
+  destinationName: 'messaging.destination.name',
+  /** The routing key of a publish. */
+  routingKey: 'messaging.rabbitmq.destination.routing_key',
+  /** `publish` or `process`. */
+  operationType: 'messaging.operation.type',
+  /** `publish` or `process`. */
+  operationName: 'messaging.operation.name',
+  /** The envelope id (`x-acemq-id`). */
+  messageId: 'messaging.message.id',
+  /** The envelope correlation (`x-acemq-correlation`). */
+  conversationId: 'messaging.message.conversation_id',
+  /** The delivery attempt, from 1 (process spans). */
+  attempt: 'messaging.acemq.attempt',
+  /** How the publish or the delivery ended, set when the span ends. */
+  outcome: 'messaging.acemq.outcome',
+  /** On `message.retried`: the wait before the next attempt, in milliseconds. */
+  retryDelayMs: 'messaging.acemq.retry_delay_ms',
+  /** On `message.retried`: whether the wait is spent in a broker rung queue. */
+  inBroker: 'messaging.acemq.in_broker',
+  /** On `message.dead_lettered`: why the message was set aside. */
+  reason: 'messaging.acemq.reason',
+  /** On `message.dead_lettered`: the queue it was moved to (`{q}.dlq`, `{q}.parked`). */
+  targetQueue: 'messaging.acemq.target_queue',
+  /** On a failed span: the error's stable code (`ACEMQ_UNROUTABLE`) or its class name. */
+  errorType: 'error.type',
+} as const)
+
+/**
+ * Span event names.
+ *
+ * @example
+ * ```ts
+ * span.events.filter((e) => e.name === ACEMQ_EVENTS.retried)
+ * ```
+ */
+export const ACEMQ_EVENTS = Object.freeze({
+  /** The message was put back for another attempt. */
+  retried: 'message.retried',
+  /** The message was moved to its `.dlq` or `.parked` queue. */
+  deadLettered: 'message.dead_lettered',
+} as const)
+
+/**
+ * The instrumentation scope name of the tracer and meter.
+ *
+ * @example
+ * ```ts
+ * spans.filter((s) => s.instrumentationScope.name === INSTRUMENTATION_SCOPE)
+ * ```
+ */
+export const INSTRUMENTATION_SCOPE = '@acemq/otel'

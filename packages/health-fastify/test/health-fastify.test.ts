@@ -208,6 +208,14 @@ describe('acemqHealth (Fastify plugin)', () => {
     )
   })
 
+  it('serves under a prefix when registered inside a prefixed plugin', async () => {
+    const url = await start(async (app) => {
+      await app.register(async (ops) => ops.register(acemqHealth, { mq }), { prefix: '/ops' })
+    })
+    expect((await fetch(`${url}/ops/acemq-health`)).status).toBe(200)
+    expect((await fetch(`${url}/acemq-health`)).status).toBe(404)
+  })
+
   it('can be registered twice, for two connections on two paths', async () => {
     const other = await AceMq.connect(new InMemoryTransport())
     await other.close()

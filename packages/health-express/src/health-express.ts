@@ -1,7 +1,14 @@
 import { ConfigurationError, type HealthSource } from '@acemq/core'
 import { healthResponse } from './internal/health-response.js'
 
-/** The path {@link acemqHealth} answers on unless told otherwise. */
+/**
+ * The path {@link acemqHealth} answers on unless told otherwise: `/acemq-health`.
+ *
+ * @example
+ * ```ts
+ * await fetch(`http://localhost:3000${DEFAULT_HEALTH_PATH}`)
+ * ```
+ */
 export const DEFAULT_HEALTH_PATH = '/acemq-health'
 
 /**

@@ -3,7 +3,14 @@ import type { FastifyPluginAsync } from 'fastify'
 import fastifyPlugin from 'fastify-plugin'
 import { healthAnswer } from './internal/health-body.js'
 
-/** The path {@link acemqHealth} answers on unless told otherwise. */
+/**
+ * The path {@link acemqHealth} answers on unless told otherwise: `/acemq-health`.
+ *
+ * @example
+ * ```ts
+ * await app.inject({ url: DEFAULT_HEALTH_PATH })
+ * ```
+ */
 export const DEFAULT_HEALTH_PATH = '/acemq-health'
 
 /**

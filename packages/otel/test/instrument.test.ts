@@ -1,5 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { metrics, trace } from '@opentelemetry/api'
+import {
+  DiagLogLevel,
+  diag,
+  metrics,
+  propagation,
+  trace,
+  type DiagLogger,
+} from '@opentelemetry/api'
 import {
   AceMq,
   ConfigurationError,
@@ -128,3 +135,62 @@ describe('instrument()', () => {
     }
   })
 })
+
+describe('when OpenTelemetry itself fails', () => {
+  useOtelGlobals()
+
+  it('a throwing propagator costs the trace link, never the message or its count', async () => {
+    const otel = new OtelHarness()
+    const failures: unknown[] = []
+    diag.setLogger(
+      { ...silentLogger, error: (message, ...args) => failures.push(message, ...args) },
+      DiagLogLevel.ERROR,
+    )
+    propagation.disable() // the W3C propagator useOtelGlobals set
+    propagation.setGlobalPropagator({
+      inject: () => {
+        throw new Error('inject broke')
+      },
+      extract: () => {
+        throw new Error('extract broke')
+      },
+      fields: () => ['traceparent'],
+    })
+    const mq = await AceMq.connect(new InMemoryTransport())
+    const uninstall = instrument(mq, {
+      tracerProvider: otel.tracerProvider,
+      meterProvider: otel.meterProvider,
+    })
+    try {
+      await mq.applyTopology(Topology.define().queue('orders'))
+      let handled = 0
+      await mq.consume('orders', ConsumerOptions.defaults(), async () => {
+        handled++
+      })
+      await mq.publisher('', 'orders').send({})
+      await eventually(
+        async () => (await otel.sum(ACEMQ_METRICS.consumeTotal, { outcome: 'acked' })) === 1,
+        5_000,
+        'the acked count',
+      )
+      expect(handled).toBe(1)
+      expect(await otel.sum(ACEMQ_METRICS.publishTotal, { outcome: 'confirmed' })).toBe(1)
+      expect(otel.spans('orders process')[0]?.parentSpanContext).toBeUndefined()
+      expect(failures.some((f) => f instanceof Error && f.message === 'inject broke')).toBe(true)
+      expect(failures.some((f) => f instanceof Error && f.message === 'extract broke')).toBe(true)
+    } finally {
+      diag.disable()
+      uninstall()
+      await mq.close({ drainTimeout: 1_000 })
+      await otel.shutdown()
+    }
+  })
+})
+
+const silentLogger: DiagLogger = {
+  error: () => undefined,
+  warn: () => undefined,
+  info: () => undefined,
+  debug: () => undefined,
+  verbose: () => undefined,
+}

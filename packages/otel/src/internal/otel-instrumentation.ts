@@ -18,6 +18,7 @@ import { headerGetter, headerSetter } from './header-carrier.js'
 import type { Instruments } from './instruments.js'
 import { ProcessSpanScope } from './process-span-scope.js'
 import { PublishSpanScope } from './publish-span-scope.js'
+import { reportFailure } from './report-failure.js'
 
 const RABBITMQ = 'rabbitmq'
 
@@ -29,7 +30,35 @@ export class OtelInstrumentation implements Instrumentation {
     this.#instruments = instruments
   }
 
-  publishStarted(info: PublishInfo): PublishScope {
+  publishStarted(info: PublishInfo): PublishScope | undefined {
+    try {
+      return this.#publishStarted(info)
+    } catch (error) {
+      reportFailure('starting a publish span', error)
+      return undefined
+    }
+  }
+
+  processStarted(info: ProcessInfo): ProcessScope | undefined {
+    try {
+      return this.#processStarted(info)
+    } catch (error) {
+      reportFailure('starting a process span', error)
+      return undefined
+    }
+  }
+
+  rungMissing(queue: string, rung: string): void {
+    const instruments = this.#instruments
+    if (!instruments.recording) return
+    try {
+      instruments.rungMissing.add(1, { [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.rung]: rung })
+    } catch (error) {
+      reportFailure('counting a missing rung', error)
+    }
+  }
+
+  #publishStarted(info: PublishInfo): PublishScope {
     const instruments = this.#instruments
     const route = instruments.route(info.exchange, info.routingKey)
     // A publish continues whatever trace its caller is in (a handler's process span, a
@@ -49,16 +78,25 @@ export class OtelInstrumentation implements Instrumentation {
       { kind: SpanKind.PRODUCER, attributes },
       parent,
     )
-    propagation.inject(trace.setSpan(parent, span), info.headers, headerSetter)
+    try {
+      propagation.inject(trace.setSpan(parent, span), info.headers, headerSetter)
+    } catch (error) {
+      reportFailure('writing trace context into the headers', error)
+    }
     return new PublishSpanScope(instruments, route, span)
   }
 
-  processStarted(info: ProcessInfo): ProcessScope {
+  #processStarted(info: ProcessInfo): ProcessScope {
     const instruments = this.#instruments
     const queue = instruments.queue(info.queue)
     // The parent is the publish that sent this message, from its headers, never whatever
     // happens to be active where the delivery arrived.
-    const parent = propagation.extract(ROOT_CONTEXT, info.headers, headerGetter)
+    let parent = ROOT_CONTEXT
+    try {
+      parent = propagation.extract(ROOT_CONTEXT, info.headers, headerGetter)
+    } catch (error) {
+      reportFailure('reading trace context from the headers', error)
+    }
     const attributes: Attributes = {
       [ACEMQ_ATTRIBUTES.system]: RABBITMQ,
       [ACEMQ_ATTRIBUTES.operationType]: 'process',
@@ -74,11 +112,5 @@ export class OtelInstrumentation implements Instrumentation {
       parent,
     )
     return new ProcessSpanScope(instruments, queue, span, trace.setSpan(parent, span))
-  }
-
-  rungMissing(queue: string, rung: string): void {
-    const instruments = this.#instruments
-    if (!instruments.recording) return
-    instruments.rungMissing.add(1, { [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.rung]: rung })
   }
 }

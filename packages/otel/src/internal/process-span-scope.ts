@@ -3,6 +3,7 @@ import type { ConsumeOutcome, ProcessScope } from '@acemq/core'
 import { ACEMQ_ATTRIBUTES, ACEMQ_EVENTS } from '../names.js'
 import { recordError } from './error-details.js'
 import type { Instruments, QueueRecord } from './instruments.js'
+import { reportFailure } from './report-failure.js'
 
 /**
  * One delivery: its CONSUMER span, the context the handler runs in, and what it learns
@@ -36,24 +37,46 @@ export class ProcessSpanScope implements ProcessScope {
   }
 
   retried(delayMs: number, inBroker: boolean): void {
-    this.#span.addEvent(ACEMQ_EVENTS.retried, {
-      [ACEMQ_ATTRIBUTES.retryDelayMs]: delayMs,
-      [ACEMQ_ATTRIBUTES.inBroker]: inBroker,
-    })
+    try {
+      this.#span.addEvent(ACEMQ_EVENTS.retried, {
+        [ACEMQ_ATTRIBUTES.retryDelayMs]: delayMs,
+        [ACEMQ_ATTRIBUTES.inBroker]: inBroker,
+      })
+    } catch (error) {
+      reportFailure('recording a retry', error)
+    }
   }
 
   setAside(outcome: 'dead_lettered' | 'parked' | 'rejected', queue: string, reason: string): void {
     this.#reason = reason
-    this.#span.addEvent(ACEMQ_EVENTS.deadLettered, {
-      [ACEMQ_ATTRIBUTES.outcome]: outcome,
-      [ACEMQ_ATTRIBUTES.targetQueue]: queue,
-      [ACEMQ_ATTRIBUTES.reason]: reason,
-    })
+    try {
+      this.#span.addEvent(ACEMQ_EVENTS.deadLettered, {
+        [ACEMQ_ATTRIBUTES.outcome]: outcome,
+        [ACEMQ_ATTRIBUTES.targetQueue]: queue,
+        [ACEMQ_ATTRIBUTES.reason]: reason,
+      })
+    } catch (error) {
+      reportFailure('recording a set-aside', error)
+    }
   }
 
   end(outcome: ConsumeOutcome, error?: unknown): void {
     if (this.#ended) return
     this.#ended = true
+    try {
+      this.#endSpan(outcome, error)
+    } catch (failure) {
+      reportFailure('ending a process span', failure)
+    }
+    if (!this.#instruments.recording) return
+    try {
+      this.#count(outcome)
+    } catch (failure) {
+      reportFailure('counting a delivery', failure)
+    }
+  }
+
+  #endSpan(outcome: ConsumeOutcome, error: unknown): void {
     const span = this.#span
     span.setAttribute(ACEMQ_ATTRIBUTES.outcome, outcome)
     if (error !== undefined) {
@@ -63,8 +86,10 @@ export class ProcessSpanScope implements ProcessScope {
       span.setStatus({ code: SpanStatusCode.ERROR, message: this.#reason ?? outcome })
     }
     span.end()
+  }
+
+  #count(outcome: ConsumeOutcome): void {
     const instruments = this.#instruments
-    if (!instruments.recording) return
     const record = this.#queue
     const labels = record.labels[outcome]
     instruments.consumeTotal.add(1, labels)

@@ -3,6 +3,7 @@ import type { PublishOutcome, PublishScope } from '@acemq/core'
 import { ACEMQ_ATTRIBUTES } from '../names.js'
 import { recordError } from './error-details.js'
 import type { Instruments, Route } from './instruments.js'
+import { reportFailure } from './report-failure.js'
 
 /** One publish: its PRODUCER span and its start time, ended by the publisher. */
 export class PublishSpanScope implements PublishScope {
@@ -23,14 +24,22 @@ export class PublishSpanScope implements PublishScope {
     if (this.#ended) return
     this.#ended = true
     const seconds = (performance.now() - this.#started) / 1000
-    const span = this.#span
-    span.setAttribute(ACEMQ_ATTRIBUTES.outcome, outcome)
-    if (outcome !== 'confirmed') recordError(span, error ?? outcome)
-    span.end()
+    try {
+      const span = this.#span
+      span.setAttribute(ACEMQ_ATTRIBUTES.outcome, outcome)
+      if (outcome !== 'confirmed') recordError(span, error ?? outcome)
+      span.end()
+    } catch (failure) {
+      reportFailure('ending a publish span', failure)
+    }
     const instruments = this.#instruments
     if (!instruments.recording) return
-    const labels = this.#route.labels[outcome]
-    instruments.publishTotal.add(1, labels)
-    instruments.publishDuration.record(seconds, labels)
+    try {
+      const labels = this.#route.labels[outcome]
+      instruments.publishTotal.add(1, labels)
+      instruments.publishDuration.record(seconds, labels)
+    } catch (failure) {
+      reportFailure('counting a publish', failure)
+    }
   }
 }

@@ -1,1 +1,14 @@
-export {}
+export { AmqpTransport } from './amqp-transport.js'
+export {
+  DEFAULT_CONNECT_TIMEOUT,
+  DEFAULT_HEARTBEAT,
+  DEFAULT_RECOVERY_INITIAL_DELAY,
+  DEFAULT_RECOVERY_MAX_DELAY,
+} from './amqp-transport-options.js'
+export type {
+  AmqpConnectTarget,
+  AmqpRecoveryOptions,
+  AmqpTransportLogger,
+  AmqpTransportOptions,
+} from './amqp-transport-options.js'
+export { redactUrl } from './redact-url.js'

@@ -1,0 +1,71 @@
+import type { Channel, ChannelModel } from 'amqplib'
+import type { Backoff } from './managed-connection.js'
+
+/** How long a polite close may take before the socket is destroyed (2 s). */
+export const CLOSE_TIMEOUT = 2_000
+
+/** Exponential backoff, factor 2, ±20 % jitter, capped at `maxDelay`. `attempt` counts from 1. */
+export function backoffDelay(backoff: Backoff, attempt: number): number {
+  const base = Math.min(backoff.maxDelay, backoff.initialDelay * 2 ** Math.min(attempt - 1, 30))
+  const jittered = base * (1 + (Math.random() * 2 - 1) * 0.2)
+  return Math.max(0, Math.round(Math.min(backoff.maxDelay, jittered)))
+}
+
+function withTimeout(work: Promise<unknown>, onTimeout: () => void): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      onTimeout()
+      resolve()
+    }, CLOSE_TIMEOUT)
+    timer.unref()
+    work.then(
+      () => {
+        clearTimeout(timer)
+        resolve()
+      },
+      () => {
+        clearTimeout(timer)
+        resolve()
+      },
+    )
+  })
+}
+
+/**
+ * The socket under an amqplib connection. Not part of amqplib's typings: used only to end a
+ * connection whose broker does not answer a polite close.
+ */
+function socketOf(model: ChannelModel): { destroy?: () => void } | undefined {
+  const stream: unknown = (model.connection as { stream?: unknown }).stream
+  return typeof stream === 'object' && stream !== null
+    ? (stream as { destroy?: () => void })
+    : undefined
+}
+
+/**
+ * Closes a connection without throwing (an already-dead connection is fine), and destroys its
+ * socket when the broker does not answer within {@link CLOSE_TIMEOUT}, so close never hangs and
+ * leaves no handle behind.
+ */
+export async function closeModelQuietly(model: ChannelModel): Promise<void> {
+  model.on('error', () => undefined)
+  let closing: Promise<void>
+  try {
+    closing = model.close()
+  } catch {
+    return
+  }
+  await withTimeout(closing, () => socketOf(model)?.destroy?.())
+}
+
+/** Closes a channel without throwing; gives up waiting after {@link CLOSE_TIMEOUT}. */
+export async function closeChannelQuietly(channel: Channel): Promise<void> {
+  channel.on('error', () => undefined)
+  let closing: Promise<void>
+  try {
+    closing = channel.close()
+  } catch {
+    return
+  }
+  await withTimeout(closing, () => undefined)
+}

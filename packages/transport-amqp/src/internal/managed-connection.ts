@@ -1,0 +1,252 @@
+import amqplib from 'amqplib'
+import type { ChannelModel } from 'amqplib'
+import { AceMqError, describeError } from '@acemq/core'
+import type { ConnectionRole, Endpoint } from './endpoint.js'
+import { sanitizeError, scrubSecrets } from './secrets.js'
+import { backoffDelay, closeModelQuietly } from './amqp-helpers.js'
+
+/** Reconnect backoff in milliseconds, or `undefined` when recovery is off. */
+export interface Backoff {
+  readonly initialDelay: number
+  readonly maxDelay: number
+}
+
+/** What a {@link ManagedConnection} asks of its owner. */
+export interface ConnectionHooks {
+  /**
+   * Prepares a fresh connection (channels, declarations, consumers) before it counts as open.
+   * A throw closes the connection and, after the first connect, schedules another attempt.
+   */
+  setup(model: ChannelModel): Promise<void>
+  /** The connection is open (after setup). */
+  up(): void
+  /** An open connection (or one in setup) was lost. `willRecover` is false when recovery is off. */
+  down(error: Error | undefined, willRecover: boolean): void
+  blocked(reason: string): void
+  unblocked(): void
+  warn(message: string): void
+}
+
+type State = 'idle' | 'connecting' | 'open' | 'recovering' | 'closed'
+
+/**
+ * One AMQP connection that comes back: a first connect that fails fast, then, after every loss,
+ * reconnect attempts with exponential backoff until `close()`. Every connection gets `error`
+ * and `handler-error` listeners, so a broker-side failure never becomes an uncaught exception.
+ *
+ * The reconnect timer is deliberately **not** `unref()`ed: an open connection keeps the process
+ * alive, and so must one that is coming back, or a consumer-only service would exit with code 0
+ * in the middle of a broker restart. `close()` clears it.
+ */
+export class ManagedConnection {
+  readonly #role: ConnectionRole
+  readonly #endpoint: Endpoint
+  readonly #backoff: Backoff | undefined
+  readonly #connectTimeoutMs: number
+  readonly #hooks: ConnectionHooks
+  #state: State = 'idle'
+  #model: ChannelModel | undefined
+  #timer: NodeJS.Timeout | undefined
+  #attempt = 0
+  #lastError: Error | undefined
+
+  constructor(
+    role: ConnectionRole,
+    endpoint: Endpoint,
+    backoff: Backoff | undefined,
+    connectTimeoutMs: number,
+    hooks: ConnectionHooks,
+  ) {
+    this.#role = role
+    this.#endpoint = endpoint
+    this.#backoff = backoff
+    this.#connectTimeoutMs = connectTimeoutMs
+    this.#hooks = hooks
+  }
+
+  /** True once setup has finished on the current connection and until it is lost. */
+  get isOpen(): boolean {
+    return this.#state === 'open'
+  }
+
+  /** The current amqplib connection (also during setup), if any. */
+  get model(): ChannelModel | undefined {
+    return this.#model
+  }
+
+  /** The first connect: one attempt, no retries, so a misconfigured service fails at start-up. */
+  async open(): Promise<void> {
+    if (this.#state !== 'idle') throw new AceMqError('the connection was already opened')
+    this.#state = 'connecting'
+    let model: ChannelModel
+    try {
+      model = await this.#connect()
+    } catch (error) {
+      if (this.#state === 'connecting') this.#state = 'idle'
+      throw this.#connectFailed(error)
+    }
+    if (this.#closed()) {
+      await closeModelQuietly(model)
+      throw new AceMqError(`the ${this.#role} connection was closed while it was opening`, {
+        code: 'ACEMQ_CLOSED',
+      })
+    }
+    this.#adopt(model)
+    try {
+      await this.#hooks.setup(model)
+    } catch (error) {
+      this.#drop(model)
+      if (!this.#closed()) this.#state = 'idle'
+      throw error instanceof AceMqError ? error : this.#connectFailed(error)
+    }
+    if (this.#model !== model) {
+      throw new AceMqError(
+        `the ${this.#role} connection to ${this.#endpoint.description} was lost while it was being set up`,
+        { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(this.#lastError) },
+      )
+    }
+    this.#state = 'open'
+    this.#hooks.up()
+  }
+
+  /** Closes the connection and stops recovery. Never throws; safe to call twice. */
+  async close(): Promise<void> {
+    this.#state = 'closed'
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer)
+      this.#timer = undefined
+    }
+    const model = this.#model
+    this.#model = undefined
+    if (model !== undefined) await closeModelQuietly(model)
+  }
+
+  /** Reads the state afresh (TypeScript narrows a field across awaits otherwise). */
+  #closed(): boolean {
+    return this.#state === 'closed'
+  }
+
+  #safe(error: unknown): unknown {
+    return sanitizeError(error, this.#endpoint.secrets)
+  }
+
+  #connectFailed(error: unknown): AceMqError {
+    const reason = scrubSecrets(describeError(error), this.#endpoint.secrets)
+    return new AceMqError(
+      `could not open the ${this.#role} connection to ${this.#endpoint.description}: ${reason}`,
+      { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(error) },
+    )
+  }
+
+  async #connect(): Promise<ChannelModel> {
+    const { target, socketOptions } = this.#endpoint.connectArguments(this.#role)
+    const attempt = amqplib.connect(target, socketOptions)
+    // amqplib's socket timeout covers a silent peer; this deadline also covers a handshake that
+    // keeps trickling bytes. A connection that opens after the deadline is closed at once.
+    let timer: NodeJS.Timeout | undefined
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`connect timed out after ${this.#connectTimeoutMs} ms`))
+        attempt.then(closeModelQuietly, () => undefined)
+      }, this.#connectTimeoutMs)
+      timer.unref()
+    })
+    try {
+      return await Promise.race([attempt, deadline])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  #adopt(model: ChannelModel): void {
+    this.#model = model
+    this.#lastError = undefined
+    model.on('error', (error: Error) => {
+      if (this.#model === model) this.#lastError = error
+    })
+    model.on('handler-error', (error: Error, event: string) => {
+      this.#hooks.warn(
+        `a listener for the ${this.#role} connection's '${event}' event threw: ${describeError(error)}`,
+      )
+    })
+    model.on('blocked', (reason: string) => {
+      if (this.#model === model) this.#hooks.blocked(String(reason))
+    })
+    model.on('unblocked', () => {
+      if (this.#model === model) this.#hooks.unblocked()
+    })
+    model.on('close', (error?: Error) => this.#lost(model, error ?? this.#lastError))
+  }
+
+  /** Forgets `model` without treating it as a loss, and closes it. */
+  #drop(model: ChannelModel): void {
+    if (this.#model === model) this.#model = undefined
+    void closeModelQuietly(model)
+  }
+
+  #lost(model: ChannelModel, error: Error | undefined): void {
+    if (this.#model !== model) return
+    this.#model = undefined
+    if (this.#state === 'closed') return
+    // The first connect reports its own failure (open() sees the model is gone).
+    if (this.#state === 'connecting') {
+      this.#lastError = error
+      return
+    }
+    const willRecover = this.#backoff !== undefined
+    // A connection lost during setup was never reported as open, but the owner has already
+    // reported the earlier loss; either way it learns that this one is gone.
+    this.#state = willRecover ? 'recovering' : 'closed'
+    this.#hooks.down(error, willRecover)
+    if (willRecover) this.#schedule()
+  }
+
+  #schedule(): void {
+    const backoff = this.#backoff
+    if (backoff === undefined || this.#state !== 'recovering' || this.#timer !== undefined) return
+    this.#attempt += 1
+    const delay = backoffDelay(backoff, this.#attempt)
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      void this.#reconnect()
+    }, delay)
+  }
+
+  async #reconnect(): Promise<void> {
+    if (this.#state !== 'recovering') return
+    let model: ChannelModel
+    try {
+      model = await this.#connect()
+    } catch (error) {
+      if (this.#attempt === 1) {
+        this.#hooks.warn(
+          `reconnecting the ${this.#role} connection failed (will keep trying): ${scrubSecrets(describeError(error), this.#endpoint.secrets)}`,
+        )
+      }
+      this.#schedule()
+      return
+    }
+    if (this.#state !== 'recovering') {
+      await closeModelQuietly(model)
+      return
+    }
+    this.#adopt(model)
+    try {
+      await this.#hooks.setup(model)
+    } catch (error) {
+      if (this.#model === model) {
+        this.#hooks.warn(
+          `setting up the recovered ${this.#role} connection failed (will retry): ${scrubSecrets(describeError(error), this.#endpoint.secrets)}`,
+        )
+        this.#drop(model)
+        this.#schedule()
+      }
+      return
+    }
+    // Lost (or closed) during setup: #lost already scheduled the next attempt.
+    if (this.#model !== model || this.#state !== 'recovering') return
+    this.#attempt = 0
+    this.#state = 'open'
+    this.#hooks.up()
+  }
+}

@@ -1,0 +1,343 @@
+import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib'
+import { describeError } from '@acemq/core'
+import type { Delivery, Headers, MessageProperties, TransportSubscription } from '@acemq/core'
+import { backoffDelay, closeChannelQuietly } from './amqp-helpers.js'
+import type { Backoff } from './managed-connection.js'
+
+/** What a subscription needs from the transport that owns it. */
+export interface SubscriptionHost {
+  /** The consumer connection, while it is usable (open, or being set up after a reconnect). */
+  consumerModel(): ChannelModel | undefined
+  /** Declares everything declared so far again (the queue may have been deleted). */
+  replayDeclarations(model: ChannelModel): Promise<void>
+  /** The subscription has closed and no longer needs re-subscribing. */
+  removed(subscription: AmqpSubscription): void
+  readonly resubscribeBackoff: Backoff
+  warn(message: string): void
+}
+
+/** One channel of one subscription. `open` turns false the moment it can no longer carry acks. */
+interface ChannelLease {
+  readonly model: ChannelModel
+  readonly channel: Channel
+  open: boolean
+}
+
+const PROPERTY_NAMES = [
+  'contentType',
+  'contentEncoding',
+  'messageId',
+  'correlationId',
+  'replyTo',
+  'expiration',
+  'timestamp',
+  'type',
+  'appId',
+  'userId',
+  'priority',
+] as const satisfies readonly (keyof MessageProperties)[]
+
+function readProperties(message: ConsumeMessage): MessageProperties {
+  const properties: Record<string, unknown> = {}
+  const source = message.properties as unknown as Record<string, unknown>
+  for (const name of PROPERTY_NAMES) {
+    const value = source[name]
+    if (value !== undefined && value !== null && value !== '') properties[name] = value
+  }
+  return properties as MessageProperties
+}
+
+/**
+ * One delivery. It remembers the channel it came on: once that channel has closed (the
+ * subscription was closed, the channel failed, or the connection was lost and recovered) a
+ * settlement is dropped — the broker has already put the message back — and answers `false`.
+ */
+class AmqpDelivery implements Delivery {
+  readonly body: Uint8Array
+  readonly headers: Headers
+  readonly properties: MessageProperties
+  readonly exchange: string
+  readonly routingKey: string
+  readonly redelivered: boolean
+  readonly #lease: ChannelLease
+  readonly #message: ConsumeMessage
+  #settled = false
+
+  constructor(lease: ChannelLease, message: ConsumeMessage) {
+    this.#lease = lease
+    this.#message = message
+    this.body = message.content
+    this.headers = (message.properties.headers ?? {}) as Headers
+    this.properties = readProperties(message)
+    this.exchange = message.fields.exchange
+    this.routingKey = message.fields.routingKey
+    this.redelivered = message.fields.redelivered
+  }
+
+  ack(): boolean {
+    return this.#settle((channel, message) => channel.ack(message))
+  }
+
+  nack(requeue: boolean): boolean {
+    return this.#settle((channel, message) => channel.nack(message, false, requeue === true))
+  }
+
+  #settle(write: (channel: Channel, message: ConsumeMessage) => void): boolean {
+    if (this.#settled) return false
+    this.#settled = true
+    if (!this.#lease.open) return false
+    try {
+      write(this.#lease.channel, this.#message)
+      return true
+    } catch {
+      return false
+    }
+  }
+}
+
+type SubscriptionState = 'starting' | 'active' | 'cancelled' | 'closed'
+
+/**
+ * A subscription on its own channel of the consumer connection, with per-consumer prefetch. It
+ * outlives its channels: after a reconnect the transport re-attaches it, and when the broker
+ * cancels the consumer (the queue was deleted) or closes the channel, it re-declares and
+ * re-subscribes with backoff until it is closed. Each (re)subscription attempt carries an
+ * epoch; an attempt that finds a newer epoch undoes itself, so one subscription never holds
+ * two consumers.
+ */
+export class AmqpSubscription implements TransportSubscription {
+  readonly #host: SubscriptionHost
+  readonly #queue: string
+  readonly #prefetch: number
+  readonly #onDelivery: (delivery: Delivery) => void
+  #state: SubscriptionState = 'starting'
+  #lease: ChannelLease | undefined
+  #consumerTag: string | undefined
+  #epoch = 0
+  #attempt = 0
+  #timer: NodeJS.Timeout | undefined
+  #closing: Promise<void> | undefined
+
+  constructor(
+    host: SubscriptionHost,
+    queue: string,
+    prefetch: number,
+    onDelivery: (delivery: Delivery) => void,
+  ) {
+    this.#host = host
+    this.#queue = queue
+    this.#prefetch = prefetch
+    this.#onDelivery = onDelivery
+  }
+
+  /** The first subscribe. A failure rejects (and closes the channel); nothing is retried. */
+  async start(model: ChannelModel): Promise<void> {
+    const epoch = this.#epoch
+    try {
+      await this.#subscribe(model, epoch, false, true)
+    } catch (error) {
+      this.#state = 'closed'
+      const lease = this.#lease
+      if (lease?.open) {
+        lease.open = false
+        await closeChannelQuietly(lease.channel)
+      }
+      throw error
+    }
+    if (this.#state === 'starting') this.#state = 'active'
+  }
+
+  /** Subscribes again on a recovered connection; a failure turns into retries with backoff. */
+  async reattach(model: ChannelModel): Promise<void> {
+    if (this.#state !== 'active') return
+    const epoch = this.#newEpoch()
+    this.#attempt = 0
+    this.#lease = undefined
+    this.#consumerTag = undefined
+    try {
+      await this.#subscribe(model, epoch, false, false)
+    } catch (error) {
+      if (this.#current(epoch)) {
+        this.#host.warn(
+          `could not re-subscribe to queue '${this.#queue}' after reconnecting (will retry): ${describeError(error)}`,
+        )
+        this.#retryLater(epoch, true)
+      }
+    }
+  }
+
+  async cancel(): Promise<void> {
+    if (this.#state !== 'active' && this.#state !== 'starting') return
+    this.#state = 'cancelled'
+    this.#newEpoch()
+    const lease = this.#lease
+    const tag = this.#consumerTag
+    this.#consumerTag = undefined
+    if (lease?.open && tag !== undefined) {
+      await lease.channel.cancel(tag).then(
+        () => undefined,
+        () => undefined,
+      )
+    }
+  }
+
+  close(): Promise<void> {
+    if (this.#closing !== undefined) return this.#closing
+    this.#state = 'closed'
+    this.#newEpoch()
+    this.#consumerTag = undefined
+    this.#host.removed(this)
+    const lease = this.#lease
+    this.#closing = (async () => {
+      if (lease?.open) {
+        lease.open = false
+        await closeChannelQuietly(lease.channel)
+      }
+    })()
+    return this.#closing
+  }
+
+  /** Starts a new epoch: every older attempt and retry timer is void. */
+  #newEpoch(): number {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer)
+      this.#timer = undefined
+    }
+    this.#epoch += 1
+    return this.#epoch
+  }
+
+  #current(epoch: number, starting = false): boolean {
+    return (
+      epoch === this.#epoch &&
+      (this.#state === 'active' || (starting && this.#state === 'starting'))
+    )
+  }
+
+  async #subscribe(
+    model: ChannelModel,
+    epoch: number,
+    redeclare: boolean,
+    starting: boolean,
+  ): Promise<void> {
+    if (redeclare) {
+      await this.#host.replayDeclarations(model)
+      if (!this.#current(epoch, starting)) return
+    }
+    let lease = this.#lease
+    if (lease === undefined || !lease.open || lease.model !== model) {
+      const channel = await model.createChannel()
+      lease = this.#adopt(model, channel)
+      if (!this.#current(epoch, starting)) {
+        lease.open = false
+        void closeChannelQuietly(channel)
+        return
+      }
+      this.#lease = lease
+    }
+    // Per consumer (global = false): RabbitMQ 4 refuses channel-global prefetch.
+    await lease.channel.prefetch(this.#prefetch, false)
+    if (!this.#current(epoch, starting)) return
+    const current = lease
+    const { consumerTag } = await current.channel.consume(
+      this.#queue,
+      (message) => this.#received(current, message),
+      { noAck: false },
+    )
+    if (!this.#current(epoch, starting)) {
+      if (current.open) void current.channel.cancel(consumerTag).catch(() => undefined)
+      return
+    }
+    this.#consumerTag = consumerTag
+  }
+
+  #adopt(model: ChannelModel, channel: Channel): ChannelLease {
+    const lease: ChannelLease = { model, channel, open: true }
+    let lastError: Error | undefined
+    channel.on('error', (error: Error) => {
+      lastError = error
+    })
+    channel.on('handler-error', (error: Error, event: string) => {
+      this.#host.warn(
+        `a listener for the channel of queue '${this.#queue}' ('${event}' event) threw: ${describeError(error)}`,
+      )
+    })
+    channel.on('close', () => this.#channelClosed(lease, lastError))
+    return lease
+  }
+
+  #channelClosed(lease: ChannelLease, error: Error | undefined): void {
+    lease.open = false
+    if (lease !== this.#lease) return
+    this.#consumerTag = undefined
+    if (this.#state !== 'active') return
+    // A lost connection closes every channel; recovery re-attaches then. Only a channel that
+    // failed on a live connection is re-subscribed here.
+    if (this.#host.consumerModel() !== lease.model) return
+    this.#host.warn(
+      `the channel of the consumer on queue '${this.#queue}' was closed${error === undefined ? '' : ` (${describeError(error)})`}: re-subscribing`,
+    )
+    this.#retryLater(this.#newEpoch(), true)
+  }
+
+  #received(lease: ChannelLease, message: ConsumeMessage | null): void {
+    if (message === null) {
+      // Consumer cancel notification: the queue was deleted (or its leader went away).
+      if (lease !== this.#lease) return
+      this.#consumerTag = undefined
+      if (this.#state !== 'active') return
+      this.#host.warn(
+        `the broker cancelled the consumer on queue '${this.#queue}' (was the queue deleted?): re-declaring and re-subscribing`,
+      )
+      this.#retryLater(this.#newEpoch(), true)
+      return
+    }
+    // A closing channel hands its unsettled deliveries back to the broker.
+    if (this.#state === 'closed' || !lease.open) return
+    const delivery = new AmqpDelivery(lease, message)
+    try {
+      this.#onDelivery(delivery)
+    } catch (error) {
+      this.#host.warn(
+        `the delivery callback for queue '${this.#queue}' threw, so the message goes back to the queue: ${describeError(error)}`,
+      )
+      delivery.nack(true)
+    }
+  }
+
+  #retryLater(epoch: number, redeclare: boolean): void {
+    if (!this.#current(epoch)) return
+    this.#attempt += 1
+    const delay = backoffDelay(this.#host.resubscribeBackoff, this.#attempt)
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      void this.#retry(epoch, redeclare)
+    }, delay)
+    // The consumer connection's socket keeps the process alive while this matters.
+    this.#timer.unref()
+  }
+
+  async #retry(epoch: number, redeclare: boolean): Promise<void> {
+    if (!this.#current(epoch)) return
+    const model = this.#host.consumerModel()
+    // No connection: recovery re-attaches every subscription when it is back.
+    if (model === undefined) return
+    try {
+      await this.#subscribe(model, epoch, redeclare, false)
+      if (this.#current(epoch)) {
+        if (this.#attempt > 1) {
+          this.#host.warn(`re-subscribed to queue '${this.#queue}' after ${this.#attempt} attempts`)
+        }
+        this.#attempt = 0
+      }
+    } catch (error) {
+      if (!this.#current(epoch)) return
+      if (this.#attempt === 1) {
+        this.#host.warn(
+          `could not re-subscribe to queue '${this.#queue}' yet (will keep trying): ${describeError(error)}`,
+        )
+      }
+      this.#retryLater(epoch, redeclare)
+    }
+  }
+}

@@ -6,6 +6,3 @@ export const DEFAULT_PURGE_EVERY = 100
 
 /** One purge deletes at most this many expired rows (1000), so it never holds locks long. */
 export const DEFAULT_PURGE_BATCH_SIZE = 1_000
-
-/** How long a confirmed id stays a duplicate unless told otherwise (1 day). */
-export const DEFAULT_RETENTION = 86_400_000

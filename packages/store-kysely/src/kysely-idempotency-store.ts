@@ -5,6 +5,7 @@ import {
   ClosedError,
   ConfigurationError,
   DEFAULT_CLAIM_TIMEOUT,
+  DEFAULT_IDEMPOTENCY_RETENTION,
   type ClaimResult,
   type ClaimingIdempotencyStore,
   type Duration,
@@ -13,7 +14,6 @@ import {
   DEFAULT_IDEMPOTENCY_TABLE,
   DEFAULT_PURGE_BATCH_SIZE,
   DEFAULT_PURGE_EVERY,
-  DEFAULT_RETENTION,
 } from './constants.js'
 import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
@@ -120,7 +120,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     }
     this.table = options.table ?? DEFAULT_IDEMPOTENCY_TABLE
     parseTableName(this.table)
-    this.retention = positiveMillis(options.retention ?? DEFAULT_RETENTION, 'retention')
+    this.retention = positiveMillis(options.retention ?? DEFAULT_IDEMPOTENCY_RETENTION, 'retention')
     this.claimTimeout = positiveMillis(
       options.claimTimeout ?? DEFAULT_CLAIM_TIMEOUT,
       'claimTimeout',

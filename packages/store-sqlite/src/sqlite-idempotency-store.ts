@@ -5,6 +5,7 @@ import {
   ClosedError,
   ConfigurationError,
   DEFAULT_CLAIM_TIMEOUT,
+  DEFAULT_IDEMPOTENCY_RETENTION,
   toMillis,
   type ClaimResult,
   type ClaimingIdempotencyStore,
@@ -15,7 +16,6 @@ import {
   DEFAULT_IDEMPOTENCY_TABLE,
   DEFAULT_PURGE_BATCH_SIZE,
   DEFAULT_PURGE_EVERY,
-  DEFAULT_RETENTION,
 } from './constants.js'
 import { sqliteTable, type SqliteTable } from './internal/table-sql.js'
 import { assertId, fn, integerAtLeast, positiveMillis } from './internal/validate.js'
@@ -121,7 +121,7 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     }
     this.table = options.table ?? DEFAULT_IDEMPOTENCY_TABLE
     this.#table = sqliteTable(this.table)
-    this.retention = positiveMillis(options.retention ?? DEFAULT_RETENTION, 'retention')
+    this.retention = positiveMillis(options.retention ?? DEFAULT_IDEMPOTENCY_RETENTION, 'retention')
     this.claimTimeout = positiveMillis(
       options.claimTimeout ?? DEFAULT_CLAIM_TIMEOUT,
       'claimTimeout',

@@ -1,0 +1,692 @@
+import { spawn } from 'node:child_process'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { inspect } from 'node:util'
+import amqplib from 'amqplib'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import {
+  AceMqError,
+  ClosedError,
+  ConfigurationError,
+  PublishFailedError,
+  UnroutableError,
+} from '@acemq/core'
+import type { Declaration } from '@acemq/core'
+import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
+import { requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { AmqpTransport } from '../src/index.js'
+import { RecordingProxy, TestVhost, fieldTag, holdBrokerFaultLock } from './support/broker.js'
+import { Harness, collector, eventually, message, outcome, text } from './support/harness.js'
+
+const hasRabbit = await requireRabbit()
+
+function queue(name: string, type: 'classic' | 'quorum' = 'classic', args = {}): Declaration {
+  return { kind: 'queue', name, type, durable: true, arguments: args }
+}
+
+describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
+  let vhost: TestVhost
+  let admin: AmqpAdmin
+  let releaseLock: () => Promise<void>
+  const harness = new Harness()
+  let queues: string[] = []
+
+  /** A queue name that is deleted after the test. */
+  function fresh(prefix: string): string {
+    const name = uniqueName(prefix)
+    queues.push(name)
+    return name
+  }
+
+  beforeAll(async () => {
+    releaseLock = await holdBrokerFaultLock()
+    vhost = await TestVhost.create()
+    harness.url = vhost.url
+    admin = await AmqpAdmin.open(vhost.url)
+  })
+
+  afterEach(async () => {
+    await harness.closeAll()
+    await admin.deleteQueues(...queues)
+    queues = []
+  })
+
+  afterAll(async () => {
+    await admin?.close()
+    await vhost?.delete()
+    await releaseLock?.()
+  })
+
+  describe('publishing', () => {
+    it('resolves once confirmed; the message is on the queue, persistent, with its properties and typed headers', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.props')
+      await transport.declare([queue(q)])
+      const firstSeen = 2 ** 40 + 7
+      await transport.publish(
+        message(q, 'hello', {
+          headers: {
+            'x-acemq-attempt': { '!': 'int', value: 3 },
+            'x-acemq-first-seen': { '!': 'long', value: firstSeen },
+            traceparent: '00-abc-def-01',
+          },
+          properties: {
+            contentType: 'application/json',
+            messageId: 'm-1',
+            correlationId: 'c-1',
+            type: 'order.placed',
+            appId: 'tests',
+            timestamp: 1_700_000_000,
+          },
+        }),
+      )
+      expect(transport.unconfirmed).toBe(0)
+      const got = await admin.get(q)
+      expect(got?.body.toString()).toBe('hello')
+      expect(got?.properties.deliveryMode).toBe(2)
+      expect(got?.properties).toMatchObject({
+        contentType: 'application/json',
+        messageId: 'm-1',
+        correlationId: 'c-1',
+        type: 'order.placed',
+        appId: 'tests',
+        timestamp: 1_700_000_000,
+      })
+      expect(got?.headers).toEqual({
+        'x-acemq-attempt': 3,
+        'x-acemq-first-seen': firstSeen,
+        traceparent: '00-abc-def-01',
+      })
+    })
+
+    it('writes typed integer headers at their width: int as 32-bit (I), long as 64-bit (l)', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.width')
+      await transport.declare([queue(q)])
+      await transport.publish(
+        message(q, 'typed', {
+          headers: {
+            'x-acemq-attempt': { '!': 'int', value: 1 },
+            'x-acemq-first-seen': { '!': 'long', value: 5 },
+            plain: 7,
+          },
+        }),
+      )
+      // amqplib decodes every integer width to a number, so read the broker's bytes instead.
+      const proxy = await RecordingProxy.start()
+      const raw = await amqplib.connect(proxy.urlFor(vhost.url))
+      try {
+        const channel = await raw.createChannel()
+        const got = await channel.get(q, { noAck: true })
+        expect(got && got.properties.headers?.['x-acemq-first-seen']).toBe(5)
+        const bytes = proxy.received()
+        expect(bytes.includes(fieldTag('x-acemq-attempt', 'I'))).toBe(true)
+        expect(bytes.includes(fieldTag('x-acemq-first-seen', 'l'))).toBe(true)
+        // An untyped small number is left to amqplib (a byte), proving the check can tell.
+        expect(bytes.includes(fieldTag('plain', 'b'))).toBe(true)
+      } finally {
+        await raw.close()
+        await proxy.close()
+      }
+    })
+
+    it('rejects an unroutable mandatory publish with UnroutableError while 100 interleaved routable ones resolve', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.routable')
+      await transport.declare([queue(q)])
+      const missing = uniqueName('publish.nowhere')
+      const results = await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          outcome(transport.publish(message(i % 2 === 0 ? q : missing, `m${i}`))),
+        ),
+      )
+      results.forEach((result, i) => {
+        if (i % 2 === 0) expect(result, `publish ${i}`).toBe('ok')
+        else {
+          expect(result, `publish ${i}`).toBeInstanceOf(UnroutableError)
+          expect((result as UnroutableError).replyText).toBe('NO_ROUTE')
+          expect((result as UnroutableError).routingKey).toBe(missing)
+        }
+      })
+      await admin.waitForCount(q, 50)
+      expect(transport.unconfirmed).toBe(0)
+    })
+
+    it('matches returns by content when exchange and routing key are the same (headers exchange)', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.headers')
+      const exchange = uniqueName('publish.headers.x')
+      await transport.declare([
+        { kind: 'exchange', name: exchange, type: 'headers', durable: true, arguments: {} },
+        queue(q),
+        {
+          kind: 'binding',
+          queue: q,
+          exchange,
+          routingKey: '',
+          arguments: { 'x-match': 'all', route: 'yes' },
+        },
+      ])
+      try {
+        const results = await Promise.all(
+          Array.from({ length: 100 }, (_, i) =>
+            outcome(
+              transport.publish({
+                ...message('same-key', `h${i}`),
+                exchange,
+                headers: { route: i % 3 === 0 ? 'no' : 'yes' },
+              }),
+            ),
+          ),
+        )
+        results.forEach((result, i) => {
+          if (i % 3 === 0) expect(result, `publish ${i}`).toBeInstanceOf(UnroutableError)
+          else expect(result, `publish ${i}`).toBe('ok')
+        })
+        await admin.waitForCount(q, 66)
+      } finally {
+        await admin.channel.deleteExchange(exchange).catch(() => undefined)
+      }
+    })
+
+    it('resolves a non-mandatory unroutable publish (the broker drops it, as asked)', async () => {
+      const transport = await harness.open()
+      await transport.publish(message(uniqueName('nowhere'), 'x', { mandatory: false }))
+    })
+
+    it('rejects with PublishFailedError when the broker nacks (a full queue that rejects publishes)', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.full')
+      await transport.declare([
+        queue(q, 'classic', { 'x-max-length': 1, 'x-overflow': 'reject-publish' }),
+      ])
+      await transport.publish(message(q, 'first'))
+      const second = await outcome(transport.publish(message(q, 'second')))
+      expect(second).toBeInstanceOf(PublishFailedError)
+      expect((second as Error).message).toMatch(/nack/)
+      await transport.publish(message(q, 'fits again', { mandatory: false })).catch(() => undefined)
+      expect(transport.unconfirmed).toBe(0)
+    })
+
+    it('keeps at most maxUnconfirmed publishes awaiting confirms; a waiting one can be aborted', async () => {
+      const transport = await harness.open({ maxUnconfirmed: 3 })
+      const q = fresh('publish.window')
+      await transport.declare([queue(q)])
+      const first = Array.from({ length: 3 }, (_, i) => transport.publish(message(q, `w${i}`)))
+      expect(transport.unconfirmed).toBe(3)
+      const controller = new AbortController()
+      const waiting = outcome(
+        transport.publish(message(q, 'aborted'), { signal: controller.signal }),
+      )
+      const queued = transport.publish(message(q, 'queued'))
+      expect(transport.unconfirmed).toBe(3)
+      controller.abort()
+      const aborted = await waiting
+      expect(aborted).toBeInstanceOf(Error)
+      expect((aborted as Error).name).toBe('AbortError')
+      await Promise.all([...first, queued])
+      await admin.waitForCount(q, 4)
+    })
+
+    it('a publish to a missing exchange fails, and the channel is reopened for the next one', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.reopen')
+      await transport.declare([queue(q)])
+      const failed = await outcome(
+        transport.publish({ ...message(q, 'lost'), exchange: uniqueName('no.such.exchange') }),
+      )
+      expect(failed).toBeInstanceOf(PublishFailedError)
+      expect((failed as Error).message).toMatch(/NOT_FOUND/)
+      await transport.publish(message(q, 'after'))
+      await admin.waitForCount(q, 1)
+      expect(transport.state.open).toBe(true)
+    })
+
+    it('refuses bad input with a ConfigurationError naming the field', async () => {
+      const transport = await harness.open()
+      await expect(
+        transport.publish({ ...message('q', 'x'), routingKey: 5 as unknown as string }),
+      ).rejects.toThrow(ConfigurationError)
+      await expect(
+        transport.publish({ ...message('q', 'x'), body: 'text' as unknown as Uint8Array }),
+      ).rejects.toThrow(/message\.body/)
+    })
+  })
+
+  describe('declaring', () => {
+    const fixture = {
+      exchanges: [
+        { name: 'orders', type: 'topic' },
+        { name: 'acemq.dlx', type: 'direct' },
+        { name: 'acemq.retry', type: 'direct' },
+      ],
+    } as const
+
+    /** The contract fixture's topology (orders.new, exponential(6, 10s, 5m)), names unchanged. */
+    function fixtureTopology(): Declaration[] {
+      const q = 'orders.new'
+      queues.push(
+        q,
+        `${q}.dlq`,
+        `${q}.parked`,
+        `${q}.retry.40s`,
+        `${q}.retry.80s`,
+        `${q}.retry.160s`,
+      )
+      const rung = (delay: number, name: string): Declaration =>
+        queue(`${q}.retry.${name}`, 'classic', {
+          'x-message-ttl': delay,
+          'x-dead-letter-exchange': 'acemq.retry',
+          'x-dead-letter-routing-key': q,
+        })
+      return [
+        ...fixture.exchanges.map((exchange): Declaration => ({
+          kind: 'exchange',
+          durable: true,
+          arguments: {},
+          ...exchange,
+        })),
+        queue(q, 'quorum', {
+          'x-dead-letter-exchange': 'acemq.dlx',
+          'x-dead-letter-routing-key': `${q}.dlq`,
+        }),
+        queue(`${q}.dlq`),
+        queue(`${q}.parked`),
+        rung(40_000, '40s'),
+        rung(80_000, '80s'),
+        rung(160_000, '160s'),
+        {
+          kind: 'binding',
+          queue: `${q}.dlq`,
+          exchange: 'acemq.dlx',
+          routingKey: `${q}.dlq`,
+          arguments: {},
+        },
+        {
+          kind: 'binding',
+          queue: `${q}.parked`,
+          exchange: 'acemq.dlx',
+          routingKey: `${q}.parked`,
+          arguments: {},
+        },
+        { kind: 'binding', queue: q, exchange: 'orders', routingKey: 'order.*', arguments: {} },
+        { kind: 'binding', queue: q, exchange: 'acemq.retry', routingKey: q, arguments: {} },
+      ]
+    }
+
+    it('declares the quorum source queue with dead-letter arguments, classic queues without x-queue-type, rung TTLs as 64-bit longs', async () => {
+      const transport = await harness.open()
+      await transport.declare(fixtureTopology())
+      const listed = new Map((await vhost.queues()).map((q) => [q.name, q]))
+      expect(listed.get('orders.new')).toMatchObject({ type: 'quorum', durable: true })
+      expect(listed.get('orders.new')?.arguments).toEqual(
+        expect.arrayContaining([
+          ['x-queue-type', 'longstr', 'quorum'],
+          ['x-dead-letter-exchange', 'longstr', 'acemq.dlx'],
+          ['x-dead-letter-routing-key', 'longstr', 'orders.new.dlq'],
+        ]),
+      )
+      expect(listed.get('orders.new')?.arguments).toHaveLength(3)
+      for (const name of ['orders.new.dlq', 'orders.new.parked']) {
+        expect(listed.get(name)).toMatchObject({ type: 'classic', durable: true, arguments: [] })
+      }
+      for (const [name, ttl] of [
+        ['orders.new.retry.40s', 40_000],
+        ['orders.new.retry.80s', 80_000],
+        ['orders.new.retry.160s', 160_000],
+      ] as const) {
+        const rung = listed.get(name)
+        expect(rung).toMatchObject({ type: 'classic', durable: true })
+        expect(rung?.arguments).toEqual(
+          expect.arrayContaining([
+            ['x-message-ttl', 'long', ttl],
+            ['x-dead-letter-exchange', 'longstr', 'acemq.retry'],
+            ['x-dead-letter-routing-key', 'longstr', 'orders.new'],
+          ]),
+        )
+        expect(rung?.arguments.some(([key]) => key === 'x-queue-type')).toBe(false)
+      }
+      // The topic binding routes: a publish to `orders` with `order.created` lands in the queue.
+      await transport.publish({ ...message('order.created', 'routed'), exchange: 'orders' })
+      await admin.waitForCount('orders.new', 1)
+    })
+
+    it('re-declaring the same topology is fine', async () => {
+      const transport = await harness.open()
+      await transport.declare(fixtureTopology())
+      await transport.declare(fixtureTopology())
+      const other = await harness.open()
+      await other.declare(fixtureTopology())
+    })
+
+    it('a queue that exists with other arguments is refused with an error naming it, and the transport keeps working', async () => {
+      const transport = await harness.open()
+      const q = fresh('declare.mismatch')
+      await transport.declare([queue(q, 'classic')])
+      const refused = await outcome(transport.declare([queue(q, 'quorum')]))
+      expect(refused).toBeInstanceOf(AceMqError)
+      expect((refused as AceMqError).code).toBe('ACEMQ_DECLARATION_FAILED')
+      expect((refused as Error).message).toContain(`queue '${q}'`)
+      expect((refused as Error).message).toMatch(/PRECONDITION_FAILED/)
+      expect((refused as Error).message).toMatch(/cannot change once it exists/)
+      // Still works: declare, publish, consume.
+      const other = fresh('declare.after')
+      await transport.declare([queue(other)])
+      await transport.publish(message(other, 'still fine'))
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(other, { prefetch: 1 }, onDelivery)
+      await eventually(() => deliveries.length === 1)
+      expect(transport.state).toMatchObject({ open: true, closed: false })
+    })
+
+    it('refuses a malformed declaration before sending anything', async () => {
+      const transport = await harness.open()
+      await expect(
+        transport.declare([
+          { kind: 'queue', name: 'bad', type: 'stream' as 'classic', durable: true, arguments: {} },
+        ]),
+      ).rejects.toThrow(/declarations\[0\]\.type/)
+      await expect(
+        transport.declare([queue('bad', 'classic', { 'x-queue-type': 'quorum' })]),
+      ).rejects.toThrow(ConfigurationError)
+    })
+  })
+
+  describe('consuming', () => {
+    it('honours prefetch per consumer: with prefetch 5 and no acks exactly 5 deliveries arrive', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.prefetch')
+      await transport.declare([queue(q)])
+      for (let i = 0; i < 20; i++) await admin.sendRaw(q, Buffer.from(`p${i}`))
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(q, { prefetch: 5 }, onDelivery)
+      await eventually(() => deliveries.length >= 5)
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      expect(deliveries).toHaveLength(5)
+      expect(await vhost.consumerPrefetch(q)).toEqual([5])
+      deliveries.forEach((delivery) => expect(delivery.ack()).toBe(true))
+      await eventually(() => deliveries.length === 10)
+    })
+
+    it('hands over body, headers, properties, exchange, routing key and redelivered, in order', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.shape')
+      await transport.declare([queue(q)])
+      await admin.sendRaw(q, Buffer.from('one'), {
+        contentType: 'text/plain',
+        messageId: 'id-1',
+        headers: { 'x-acemq-attempt': 2, foreign: 'yes' },
+      })
+      await admin.sendRaw(q, Buffer.from('two'))
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(q, { prefetch: 10 }, onDelivery)
+      await eventually(() => deliveries.length === 2)
+      const [first, second] = deliveries
+      expect(first && text(first)).toBe('one')
+      expect(first?.headers).toEqual({ 'x-acemq-attempt': 2, foreign: 'yes' })
+      expect(first?.properties).toEqual({ contentType: 'text/plain', messageId: 'id-1' })
+      expect(first).toMatchObject({ exchange: '', routingKey: q, redelivered: false })
+      expect(second && text(second)).toBe('two')
+      expect(second?.headers).toEqual({})
+      expect(second?.properties).toEqual({})
+    })
+
+    it('ack and nack answer whether they were written; settling twice answers false', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.settle')
+      await transport.declare([queue(q)])
+      await admin.sendRaw(q, Buffer.from('a'))
+      await admin.sendRaw(q, Buffer.from('b'))
+      await admin.sendRaw(q, Buffer.from('c'))
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(q, { prefetch: 10 }, onDelivery)
+      await eventually(() => deliveries.length === 3)
+      const [a, b, c] = deliveries
+      expect(a?.ack()).toBe(true)
+      expect(a?.ack()).toBe(false)
+      expect(a?.nack(true)).toBe(false)
+      expect(b?.nack(false)).toBe(true)
+      expect(c?.nack(true)).toBe(true)
+      expect(c?.nack(true)).toBe(false)
+      // c went back to the queue and comes again, redelivered; b was dropped.
+      await eventually(() => deliveries.length === 4)
+      expect(deliveries[3] && text(deliveries[3])).toBe('c')
+      expect(deliveries[3]?.redelivered).toBe(true)
+      expect(deliveries[3]?.ack()).toBe(true)
+      await eventually(async () => (await vhost.counts(q))?.unacked === 0)
+      expect(await vhost.counts(q)).toEqual({ ready: 0, unacked: 0 })
+    })
+
+    it('an ack after the subscription closed answers false, does not throw, and the message comes back', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.late')
+      await transport.declare([queue(q)])
+      await admin.sendRaw(q, Buffer.from('late'))
+      const { deliveries, onDelivery } = collector()
+      const subscription = await transport.consume(q, { prefetch: 1 }, onDelivery)
+      await eventually(() => deliveries.length === 1)
+      await subscription.close()
+      await subscription.close()
+      expect(deliveries[0]?.ack()).toBe(false)
+      await admin.waitForCount(q, 1)
+      const again = collector()
+      await transport.consume(q, { prefetch: 1 }, again.onDelivery)
+      await eventually(() => again.deliveries.length === 1)
+      expect(again.deliveries[0]?.redelivered).toBe(true)
+    })
+
+    it('cancel stops new deliveries, and deliveries already handed over can still be settled', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.cancel')
+      await transport.declare([queue(q)])
+      await admin.sendRaw(q, Buffer.from('before'))
+      const { deliveries, onDelivery } = collector()
+      const subscription = await transport.consume(q, { prefetch: 1 }, onDelivery)
+      await eventually(() => deliveries.length === 1)
+      await subscription.cancel()
+      await admin.sendRaw(q, Buffer.from('after'))
+      expect(deliveries[0]?.ack()).toBe(true)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      expect(deliveries).toHaveLength(1)
+      expect(await vhost.counts(q)).toEqual({ ready: 1, unacked: 0 })
+    })
+
+    it('when the broker cancels the consumer (queue deleted) it re-declares the queue and keeps receiving', async () => {
+      const transport = await harness.open({ recovery: { initialDelay: 50, maxDelay: 500 } })
+      const q = fresh('consume.deleted')
+      await transport.declare([queue(q)])
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(q, { prefetch: 5 }, onDelivery)
+      await admin.deleteQueues(q)
+      await eventually(async () => (await vhost.consumerPrefetch(q)).length === 1, 10_000)
+      await admin.sendRaw(q, Buffer.from('after the deletion'))
+      await eventually(() => deliveries.length === 1)
+      expect(deliveries[0] && text(deliveries[0])).toBe('after the deletion')
+      expect(harness.warnings.join('\n')).toMatch(/cancelled the consumer/)
+    })
+
+    it('subscribing to a missing queue rejects with an error naming it', async () => {
+      const transport = await harness.open()
+      const missing = uniqueName('consume.missing')
+      const failed = await outcome(transport.consume(missing, { prefetch: 1 }, () => undefined))
+      expect(failed).toBeInstanceOf(AceMqError)
+      expect((failed as AceMqError).code).toBe('ACEMQ_CONSUME_FAILED')
+      expect((failed as Error).message).toContain(missing)
+      expect(transport.state.open).toBe(true)
+    })
+
+    it('a delivery callback that throws puts the message back and does not break the consumer', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.throws')
+      await transport.declare([queue(q)])
+      await admin.sendRaw(q, Buffer.from('boom'))
+      let calls = 0
+      await transport.consume(q, { prefetch: 1 }, (delivery) => {
+        calls += 1
+        if (calls === 1) throw new Error('handler bug')
+        delivery.ack()
+      })
+      await eventually(() => calls === 2)
+      await eventually(async () => (await vhost.counts(q))?.unacked === 0)
+      expect(harness.warnings.join('\n')).toMatch(/handler bug/)
+    })
+  })
+
+  describe('connection and credentials', () => {
+    it('uses two connections, named for their roles', async () => {
+      await harness.open({ connectionName: 'orders-service' })
+      const ours = async (): Promise<string[]> =>
+        (await vhost.connectionNames()).filter((name) => name.startsWith('orders-service')).sort()
+      await eventually(async () => (await ours()).length >= 2)
+      expect(await ours()).toEqual(['orders-service (consume)', 'orders-service (publish)'])
+    })
+
+    it('never shows the password in its description', () => {
+      const fromUrl = new AmqpTransport('amqp://app:s3cret-pw@rabbit:5672/orders')
+      expect(fromUrl.kind).toBe('amqp')
+      expect(fromUrl.description).toBe('amqp://app:***@rabbit:5672/orders')
+      const fromObject = new AmqpTransport({
+        hostname: 'rabbit',
+        username: 'app',
+        password: 's3cret-pw',
+        vhost: 'orders',
+      })
+      expect(fromObject.description).toBe('amqp://app:***@rabbit:5672/orders')
+      expect(inspect(fromObject, { depth: 5 })).not.toContain('s3cret-pw')
+    })
+
+    function expectNoPassword(error: unknown, transport: AmqpTransport): void {
+      expect(error).toBeInstanceOf(AceMqError)
+      expect((error as AceMqError).code).toBe('ACEMQ_CONNECTION_FAILED')
+      const shown = [
+        String(error),
+        (error as Error).message,
+        (error as Error).stack ?? '',
+        inspect(error, { depth: 10 }),
+        JSON.stringify(error),
+        transport.description,
+      ].join('\n')
+      expect(shown).not.toContain('s3cret-pw')
+      expect((error as Error).message).toContain('***')
+    }
+
+    it('a wrong password fails to connect with an error that never shows it', async () => {
+      const url = new URL(vhost.url)
+      url.password = 's3cret-pw'
+      const wrong = new AmqpTransport(url.toString(), { logger: { warn: () => undefined } })
+      const failed = await outcome(wrong.connect())
+      expectNoPassword(failed, wrong)
+      expect((failed as Error).message).toMatch(/ACCESS_REFUSED/)
+      expect(wrong.state.closed).toBe(true)
+      await wrong.close()
+    })
+
+    it('a bad port fails fast with an error that never shows the password, for URLs and objects', async () => {
+      const fromUrl = new AmqpTransport('amqp://guest:s3cret-pw@127.0.0.1:1/', {
+        connectTimeout: '2s',
+      })
+      const urlFailure = await outcome(fromUrl.connect())
+      expectNoPassword(urlFailure, fromUrl)
+      expect((urlFailure as Error).message).toMatch(/ECONNREFUSED/)
+      const fromObject = new AmqpTransport(
+        { hostname: '127.0.0.1', port: 1, username: 'guest', password: 's3cret-pw' },
+        { connectTimeout: '2s' },
+      )
+      expectNoPassword(await outcome(fromObject.connect()), fromObject)
+    })
+
+    it('operations before connect and after close are refused clearly', async () => {
+      const transport = harness.create()
+      await expect(transport.publish(message('q', 'x'))).rejects.toThrow(/not connected yet/)
+      await expect(transport.declare([queue('q')])).rejects.toThrow(/not connected yet/)
+      await transport.connect()
+      await transport.close()
+      await expect(transport.publish(message('q', 'x'))).rejects.toThrow(PublishFailedError)
+      await expect(transport.declare([queue('q')])).rejects.toThrow(ClosedError)
+      await expect(transport.consume('q', { prefetch: 1 }, () => undefined)).rejects.toThrow(
+        ClosedError,
+      )
+      await expect(transport.connect()).resolves.toBeUndefined()
+    })
+  })
+
+  describe('closing', () => {
+    it('is safe to call twice and emits closed once', async () => {
+      const transport = await harness.open()
+      const events: string[] = []
+      transport.onEvent((event) => events.push(event.type))
+      await Promise.all([transport.close(), transport.close()])
+      await transport.close()
+      expect(events).toEqual(['closed'])
+      expect(transport.state).toEqual({
+        open: false,
+        closed: true,
+        blocked: false,
+        blockedReason: undefined,
+      })
+    })
+
+    it('rejects 50 outstanding publishes promptly with PublishFailedError', async () => {
+      const transport = await harness.open()
+      const q = fresh('close.outstanding')
+      await transport.declare([queue(q)])
+      const outstanding = Array.from({ length: 50 }, (_, i) =>
+        outcome(transport.publish(message(q, `o${i}`))),
+      )
+      expect(transport.unconfirmed).toBe(50)
+      const started = performance.now()
+      const closing = transport.close()
+      const results = await Promise.all(outstanding)
+      const elapsed = performance.now() - started
+      await closing
+      expect(elapsed).toBeLessThan(100)
+      for (const result of results) expect(result).toBeInstanceOf(PublishFailedError)
+      expect(transport.unconfirmed).toBe(0)
+    })
+
+    it('closes subscriptions: their unsettled deliveries go back to the queue', async () => {
+      const transport = await harness.open()
+      const q = fresh('close.requeue')
+      await transport.declare([queue(q)])
+      await admin.sendRaw(q, Buffer.from('held'))
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(q, { prefetch: 1 }, onDelivery)
+      await eventually(() => deliveries.length === 1)
+      await transport.close()
+      expect(deliveries[0]?.ack()).toBe(false)
+      await admin.waitForCount(q, 1)
+    })
+
+    it('leaves nothing behind: a process that connects, consumes, publishes and closes exits by itself', async () => {
+      const q = fresh('close.exit')
+      await admin.channel.assertQueue(q, { durable: true })
+      const here = path.dirname(fileURLToPath(import.meta.url))
+      const child = spawn(
+        process.execPath,
+        [
+          '--conditions=@acemq/source',
+          '--import',
+          'tsx',
+          path.join(here, 'support', 'exit-check.ts'),
+        ],
+        { env: { ...process.env, EXIT_CHECK_URL: vhost.url, EXIT_CHECK_QUEUE: q }, stdio: 'pipe' },
+      )
+      let output = ''
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
+      const code = await new Promise<number | null>((resolve) => {
+        const timer = setTimeout(() => {
+          child.kill('SIGKILL')
+          resolve(null)
+        }, 15_000)
+        child.on('exit', (exitCode) => {
+          clearTimeout(timer)
+          resolve(exitCode)
+        })
+      })
+      expect(code, output).toBe(0)
+      expect(output).toContain('received 1')
+      expect(output).toContain('closed')
+    })
+  })
+})

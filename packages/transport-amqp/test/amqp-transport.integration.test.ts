@@ -533,12 +533,17 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
   })
 
   describe('connection and credentials', () => {
-    it('uses two connections, named for their roles', async () => {
-      await harness.open({ connectionName: 'orders-service' })
-      const ours = async (): Promise<string[]> =>
-        (await vhost.connectionNames()).filter((name) => name.startsWith('orders-service')).sort()
+    it('uses two connections, named for their roles, with the heartbeat asked for', async () => {
+      await harness.open({ connectionName: 'orders-service', heartbeat: '7s' })
+      const ours = async (): Promise<{ name: string; heartbeat: number }[]> =>
+        (await vhost.connections())
+          .filter((connection) => connection.name.startsWith('orders-service'))
+          .sort((a, b) => a.name.localeCompare(b.name))
       await eventually(async () => (await ours()).length >= 2)
-      expect(await ours()).toEqual(['orders-service (consume)', 'orders-service (publish)'])
+      expect(await ours()).toEqual([
+        { name: 'orders-service (consume)', heartbeat: 7 },
+        { name: 'orders-service (publish)', heartbeat: 7 },
+      ])
     })
 
     it('never shows the password in its description', () => {

@@ -167,9 +167,18 @@ export class ConfirmPublisher {
     return promise
   }
 
-  /** Rejects every outstanding publish with `error` (close, or a lost channel). */
+  /**
+   * Rejects every outstanding publish with `error` (close, or a lost channel); one the broker
+   * has already returned is known not to be routed and rejects with `UnroutableError`.
+   */
   failAll(error: Error): void {
-    for (const entry of [...this.#pending]) this.#settle(entry, error)
+    for (const entry of [...this.#pending]) this.#settle(entry, this.#returnedError(entry) ?? error)
+  }
+
+  #returnedError(entry: PendingPublish): UnroutableError | undefined {
+    return entry.returnedWith === undefined
+      ? undefined
+      : new UnroutableError(entry.exchange, entry.routingKey, entry.returnedWith)
   }
 
   #closedError(): PublishFailedError {
@@ -182,13 +191,10 @@ export class ConfirmPublisher {
 
   #confirmed(entry: PendingPublish, error: unknown): void {
     if (entry.settled) return
-    if (error === null || error === undefined) {
-      if (entry.returnedWith === undefined) this.#settle(entry, undefined)
-      else
-        this.#settle(
-          entry,
-          new UnroutableError(entry.exchange, entry.routingKey, entry.returnedWith),
-        )
+    // A returned publish was not routed, whatever comes after the return.
+    const returned = this.#returnedError(entry)
+    if (error === null || error === undefined || returned !== undefined) {
+      this.#settle(entry, returned)
       return
     }
     if (error instanceof Error && error.message === 'message nacked') {

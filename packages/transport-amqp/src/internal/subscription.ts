@@ -271,13 +271,21 @@ export class AmqpSubscription implements TransportSubscription {
     if (lease !== this.#lease) return
     this.#consumerTag = undefined
     if (this.#state !== 'active') return
-    // A lost connection closes every channel; recovery re-attaches then. Only a channel that
-    // failed on a live connection is re-subscribed here.
-    if (this.#host.consumerModel() !== lease.model) return
-    this.#host.warn(
-      `the channel of the consumer on queue '${this.#queue}' was closed${error === undefined ? '' : ` (${describeError(error)})`}: re-subscribing`,
-    )
-    this.#retryLater(this.#newEpoch(), true)
+    const epoch = this.#epoch
+    // A lost connection closes its channels before it reports itself closed, and recovery
+    // re-attaches every subscription then: look again once that has happened, and re-subscribe
+    // here only when the channel failed on a connection that is still up.
+    setImmediate(() => {
+      if (!this.#current(epoch) || this.#host.consumerModel() !== lease.model) return
+      // A failed re-subscribe attempt has already scheduled the next one.
+      if (this.#timer !== undefined) return
+      if (this.#attempt === 0) {
+        this.#host.warn(
+          `the channel of the consumer on queue '${this.#queue}' was closed${error === undefined ? '' : ` (${describeError(error)})`}: re-subscribing`,
+        )
+      }
+      this.#retryLater(this.#newEpoch(), true)
+    })
   }
 
   #received(lease: ChannelLease, message: ConsumeMessage | null): void {

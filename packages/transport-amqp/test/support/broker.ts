@@ -93,22 +93,32 @@ export class TestVhost {
 
   /** Client-provided names of the connections open on this vhost. */
   async connectionNames(): Promise<string[]> {
+    return (await this.connections()).map((connection) => connection.name)
+  }
+
+  /** The connections open on this vhost: client-provided name and negotiated heartbeat (s). */
+  async connections(): Promise<{ name: string; heartbeat: number }[]> {
     const out = await rabbitmqctl(
       'list_connections',
       'vhost',
+      'timeout',
       'client_properties',
       '--formatter',
       'json',
       '--quiet',
     )
-    const rows = JSON.parse(out) as { vhost: string; client_properties: unknown[] }[]
+    const rows = JSON.parse(out) as {
+      vhost: string
+      timeout: number
+      client_properties: unknown[]
+    }[]
     return rows
       .filter((row) => row.vhost === this.name)
       .map((row) => {
         const entry = row.client_properties.find(
           (property) => Array.isArray(property) && property[0] === 'connection_name',
         ) as unknown[] | undefined
-        return String(entry?.[2] ?? '')
+        return { name: String(entry?.[2] ?? ''), heartbeat: row.timeout }
       })
   }
 

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigurationError } from '@acemq/core'
+import { resolveEndpoint } from '../../src/internal/endpoint.js'
+import type { EndpointSettings } from '../../src/internal/endpoint.js'
+
+const settings: EndpointSettings = {
+  heartbeatSeconds: 10,
+  heartbeatExplicit: false,
+  connectionName: 'orders',
+  connectTimeoutMs: 5_000,
+  socketOptions: { keepAlive: true, clientProperties: { team: 'payments' } },
+}
+
+describe('resolveEndpoint', () => {
+  it('describes a URL without its password and keeps the password among the secrets', () => {
+    const endpoint = resolveEndpoint('amqp://app:s%2Fcret@rabbit:5672/orders', settings)
+    expect(endpoint.description).toBe('amqp://app:***@rabbit:5672/orders')
+    expect(endpoint.secrets).toEqual(expect.arrayContaining(['s%2Fcret', 's/cret']))
+  })
+
+  it('describes a connection object the same way', () => {
+    expect(
+      resolveEndpoint(
+        { protocol: 'amqps', hostname: 'rabbit', username: 'app', password: 'x', vhost: 'v/1' },
+        settings,
+      ).description,
+    ).toBe('amqps://app:***@rabbit:5671/v%2F1')
+    expect(resolveEndpoint({}, settings).description).toBe('amqp://localhost:5672')
+  })
+
+  it('names each connection for its role and passes socket options through', () => {
+    const { socketOptions } = resolveEndpoint('amqp://rabbit', settings).connectArguments('publish')
+    expect(socketOptions).toMatchObject({
+      keepAlive: true,
+      timeout: 5_000,
+      clientProperties: { team: 'payments', connection_name: 'orders (publish)' },
+    })
+  })
+
+  it('sets the heartbeat unless the URL has its own and the option was not given', () => {
+    const fromDefault = resolveEndpoint('amqp://rabbit', settings).connectArguments('consume')
+    expect(fromDefault.target).toBe('amqp://rabbit?heartbeat=10')
+    const urlWins = resolveEndpoint('amqp://rabbit?heartbeat=30', settings)
+    expect(urlWins.connectArguments('consume').target).toBe('amqp://rabbit?heartbeat=30')
+    const optionWins = resolveEndpoint('amqp://rabbit?heartbeat=30', {
+      ...settings,
+      heartbeatExplicit: true,
+    })
+    expect(optionWins.connectArguments('consume').target).toBe('amqp://rabbit?heartbeat=10')
+    const object = resolveEndpoint({ hostname: 'rabbit' }, settings).connectArguments('consume')
+    expect(object.target).toMatchObject({ hostname: 'rabbit', heartbeat: 10 })
+  })
+
+  it('refuses what is not an AMQP URL, without showing the password', () => {
+    expect(() => resolveEndpoint('http://app:s3cret@rabbit', settings)).toThrow(ConfigurationError)
+    expect(() => resolveEndpoint('http://app:s3cret@rabbit', settings)).toThrow(
+      "url must use the amqp:// or amqps:// scheme; got 'http://app:***@rabbit'",
+    )
+    expect(() => resolveEndpoint('rabbit:5672', settings)).toThrow(/amqp/)
+    expect(() => resolveEndpoint({ protocol: 'http' }, settings)).toThrow(/url\.protocol/)
+  })
+})

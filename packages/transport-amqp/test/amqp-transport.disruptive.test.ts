@@ -5,7 +5,7 @@ import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { clearMemoryAlarm, raiseMemoryAlarm } from '../../../test-support/broker-faults.js'
 import { requireRabbit, uniqueName } from '../../../test-support/services.js'
 import type { AmqpTransport } from '../src/index.js'
-import { TestVhost, holdBrokerFaultLock } from './support/broker.js'
+import { LOCK_WAIT_TIMEOUT, TestVhost, holdBrokerFaultLock } from './support/broker.js'
 import {
   Harness,
   collector,
@@ -60,7 +60,7 @@ describe.runIf(hasRabbit)('AmqpTransport when the broker fails', () => {
     vhost = await TestVhost.create()
     harness.url = vhost.url
     admin = await AmqpAdmin.open(vhost.url)
-  })
+  }, LOCK_WAIT_TIMEOUT)
 
   afterEach(async () => {
     await harness.closeAll()

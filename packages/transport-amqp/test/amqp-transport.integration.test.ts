@@ -15,7 +15,13 @@ import type { Declaration } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { requireRabbit, uniqueName } from '../../../test-support/services.js'
 import { AmqpTransport } from '../src/index.js'
-import { RecordingProxy, TestVhost, fieldTag, holdBrokerFaultLock } from './support/broker.js'
+import {
+  LOCK_WAIT_TIMEOUT,
+  RecordingProxy,
+  TestVhost,
+  fieldTag,
+  holdBrokerFaultLock,
+} from './support/broker.js'
 import { Harness, collector, eventually, message, outcome, text } from './support/harness.js'
 
 const hasRabbit = await requireRabbit()
@@ -43,7 +49,7 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
     vhost = await TestVhost.create()
     harness.url = vhost.url
     admin = await AmqpAdmin.open(vhost.url)
-  })
+  }, LOCK_WAIT_TIMEOUT)
 
   afterEach(async () => {
     await harness.closeAll()

@@ -194,6 +194,9 @@ export function fieldTag(key: string, tag: string): Buffer {
   return Buffer.concat([Buffer.from([Buffer.byteLength(key)]), Buffer.from(key), Buffer.from(tag)])
 }
 
+/** How long a suite's `beforeAll` may wait for the broker-fault lock (other suites hold it). */
+export const LOCK_WAIT_TIMEOUT = 300_000
+
 /**
  * Holds the shared broker-fault lock until the returned function is called. Suites that
  * publish and measure take it for their whole run, so a memory alarm raised by a disruptive

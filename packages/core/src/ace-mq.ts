@@ -18,10 +18,12 @@ import {
   type HealthContributor,
   type HealthReport,
   type HealthResult,
+  type HealthStatus,
 } from './health/health.js'
 import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
 import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
+import { safeInstrumentation } from './telemetry/safe-instrumentation.js'
 import { consumerDeclarations, type Topology } from './topology/topology.js'
 import type { Transport, TransportEvent } from './transport/transport.js'
 
@@ -74,7 +76,9 @@ export class AceMq implements AsyncDisposable {
   readonly #currentTask = new AsyncLocalStorage<DeliveryTask>()
   readonly #closingController = new AbortController()
   readonly #idleWaiters = new Set<() => void>()
+  /** What the engine calls: the installed instrumentation, guarded so it cannot fail a message. */
   #instrumentation: Instrumentation | undefined
+  #installedInstrumentation: Instrumentation | undefined
   #inFlight = 0
   #consumingPaused = false
   #publishingPaused = false
@@ -151,15 +155,27 @@ export class AceMq implements AsyncDisposable {
   }
 
   /**
-   * Installs the telemetry seam (`@acemq/otel` calls this); `undefined` removes it.
+   * Installs the telemetry seam (`@acemq/otel` calls this); `undefined` removes it. Returns
+   * the instrumentation it replaced. Whatever the instrumentation throws is reported to
+   * `onError` and never fails a message or a publish.
    *
    * @example
    * ```ts
    * mq.setInstrumentation(myInstrumentation)
    * ```
    */
-  setInstrumentation(instrumentation: Instrumentation | undefined): void {
-    this.#instrumentation = instrumentation
+  setInstrumentation(instrumentation: Instrumentation | undefined): Instrumentation | undefined {
+    const previous = this.#installedInstrumentation
+    this.#installedInstrumentation = instrumentation
+    this.#instrumentation =
+      instrumentation &&
+      safeInstrumentation(instrumentation, (error, context) => this.#reportError(error, context))
+    return previous
+  }
+
+  /** The instrumentation installed with {@link setInstrumentation}, if any. */
+  get instrumentation(): Instrumentation | undefined {
+    return this.#installedInstrumentation
   }
 
   /**
@@ -292,7 +308,8 @@ export class AceMq implements AsyncDisposable {
   /**
    * The connection's health: the `connection` report plus every registered contributor,
    * aggregated to the worst status. A blocked broker is `UP` with the reason (back pressure
-   * is not a failure); only a closed connection is `DOWN`. No broker round trip.
+   * is not a failure); a connection being recovered is `DEGRADED`; only a closed connection
+   * is `DOWN`. No broker round trip.
    *
    * @example
    * ```ts
@@ -426,7 +443,15 @@ export class AceMq implements AsyncDisposable {
       details['blockedReason'] = state.blockedReason
     if (this.#consumingPaused) details['consuming'] = 'paused'
     if (this.#publishingPaused) details['publishing'] = 'paused'
-    return { name: 'connection', status: state.open && !state.closed ? 'UP' : 'DOWN', details }
+    // DOWN only for a connection closed for good. One that dropped and is being recovered is
+    // DEGRADED: restarting the process would not bring the broker back any sooner.
+    let status: HealthStatus = 'UP'
+    if (state.closed || this.#closing !== undefined) status = 'DOWN'
+    else if (!state.open) {
+      status = 'DEGRADED'
+      details['recovering'] = 'true'
+    }
+    return { name: 'connection', status, details }
   }
 
   get #publisherHost(): PublisherHost {

@@ -1,5 +1,4 @@
-import { ConfigurationError, type HealthSource } from '@acemq/core'
-import { healthResponse } from './internal/health-response.js'
+import { ConfigurationError, healthAnswer, type HealthSource } from '@acemq/core'
 
 /**
  * The path {@link acemqHealth} answers on unless told otherwise: `/acemq-health`.
@@ -110,7 +109,9 @@ export interface AcemqHealthOptions {
 export function acemqHealthHandler(mq: HealthSource): HealthHandler {
   assertHealthSource(mq, 'acemqHealthHandler(mq)')
   return async (_request, response) => {
-    const { statusCode, body } = await healthResponse(mq)
+    const answer = await healthAnswer(mq)
+    const statusCode = answer.statusCode
+    const body = JSON.stringify(answer.body)
     // Something upstream already answered; writing again would throw inside Node.
     if (response.headersSent === true) return
     try {

@@ -1,7 +1,6 @@
-import { ConfigurationError, type HealthSource } from '@acemq/core'
+import { ConfigurationError, healthAnswer, type HealthSource } from '@acemq/core'
 import type { FastifyPluginAsync } from 'fastify'
 import fastifyPlugin from 'fastify-plugin'
-import { healthAnswer } from './internal/health-body.js'
 
 /**
  * The path {@link acemqHealth} answers on unless told otherwise: `/acemq-health`.

@@ -368,6 +368,7 @@ export class ConsumerEngine<T> implements Consumer {
     scope: ProcessScope | undefined,
   ): Promise<AckResult> {
     const started = performance.now()
+    let failure: unknown
     try {
       const call = (): ReturnType<Handler<T>> => this.#handler(message, context)
       const returned = await this.#host.currentTask.run(task, () =>
@@ -375,10 +376,11 @@ export class ConsumerEngine<T> implements Consumer {
       )
       return isAckResult(returned) ? returned : ACCEPT
     } catch (error) {
+      failure = error
       if (error instanceof FatalError) return { kind: 'dead-letter', reason: describeError(error) }
       return { kind: 'retry', reason: describeError(error), delayMs: undefined }
     } finally {
-      scope?.handled(performance.now() - started)
+      scope?.handled(performance.now() - started, failure)
     }
   }
 

@@ -95,3 +95,66 @@ export function toHealthJson(result: HealthResult): HealthJson {
   }
   return { status: result.status, inFlight: result.inFlight, components }
 }
+
+/** The body served when `health()` itself fails. */
+export interface HealthErrorJson {
+  readonly status: 'DOWN'
+  readonly error: string
+}
+
+/** What a health endpoint answers, and the error behind a failed `health()` for its log. */
+export interface HealthAnswer {
+  readonly statusCode: 200 | 503
+  readonly body: HealthJson | HealthErrorJson
+  readonly error?: unknown
+}
+
+// `scheme://user:password@` anywhere in a text: the password is replaced, as transports'
+// descriptions do, in case an error message carries a connection URL.
+const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:)[^\s@/?#]*@/gi
+
+/**
+ * `text` with the password of every URL in it replaced by `***`.
+ *
+ * @example
+ * ```ts
+ * redactCredentials('cannot reach amqp://app:s3cret@mq:5672') // 'cannot reach amqp://app:***@mq:5672'
+ * ```
+ */
+export function redactCredentials(text: string): string {
+  return text.replace(URL_CREDENTIALS, '$1***@')
+}
+
+/**
+ * Asks `source` for its health and renders what an HTTP endpoint answers: 503 only for
+ * `DOWN`, the JSON of {@link toHealthJson}. Never rejects: a `health()` that throws becomes a
+ * 503 `{"status":"DOWN","error":"..."}` with the message only (no stack, no password).
+ *
+ * @example
+ * ```ts
+ * const { statusCode, body } = await healthAnswer(mq)
+ * res.writeHead(statusCode, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+ * ```
+ */
+export async function healthAnswer(source: HealthSource): Promise<HealthAnswer> {
+  try {
+    const result = await source.health()
+    return { statusCode: httpStatusOf(result.status), body: toHealthJson(result) }
+  } catch (error) {
+    return {
+      statusCode: 503,
+      body: { status: 'DOWN', error: redactCredentials(messageOf(error)) },
+      error,
+    }
+  }
+}
+
+function messageOf(error: unknown): string {
+  try {
+    if (error instanceof Error) return error.message || error.name || 'health() failed'
+    return typeof error === 'string' && error !== '' ? error : 'health() failed'
+  } catch {
+    // An error whose message getter throws still gets an answer.
+    return 'health() failed'
+  }
+}

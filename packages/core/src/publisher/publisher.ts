@@ -13,7 +13,7 @@ import {
   PublishingPausedError,
   UnroutableError,
 } from '../errors.js'
-import type { Instrumentation, PublishOutcome } from '../telemetry/instrumentation.js'
+import type { Instrumentation, PublishOutcome, PublishScope } from '../telemetry/instrumentation.js'
 import type { Headers, OutgoingMessage, Transport } from '../transport/transport.js'
 
 /** Options for a {@link Publisher}. */
@@ -40,6 +40,13 @@ export interface PublisherHost {
   readonly instrumentation: Instrumentation | undefined
   readonly publishingPaused: boolean
   assertOpen(): void
+}
+
+/** A message encoded and enveloped, ready to publish. */
+interface Prepared {
+  readonly message: OutgoingMessage
+  readonly id: string
+  readonly correlation: string
 }
 
 function outcomeOf(error: unknown): PublishOutcome {
@@ -125,7 +132,12 @@ export class Publisher<T> {
       )
     }
     const messages = payloads.map((payload) => this.#prepare(payload, options))
-    if (this.#host.publishingPaused) throw new PublishingPausedError(this.exchange, this.routingKey)
+    if (this.#host.publishingPaused) {
+      // Refuse the whole batch before anything is written, counting each refusal.
+      const refused = new PublishingPausedError(this.exchange, this.routingKey)
+      for (const prepared of messages) this.#startScope(prepared)?.end('refused', refused)
+      throw refused
+    }
     const results = await Promise.allSettled(messages.map((message) => this.#publish(message)))
     const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []))
     if (failures.length > 0) {
@@ -135,10 +147,7 @@ export class Publisher<T> {
     }
   }
 
-  #prepare(
-    payload: T,
-    options: SendOptions,
-  ): { readonly message: OutgoingMessage; readonly id: string; readonly correlation: string } {
+  #prepare(payload: T, options: SendOptions): Prepared {
     this.#host.assertOpen()
     assertApplicationHeaders(options.headers, 'send(options.headers)')
     const envelope = createEnvelope(options, {
@@ -162,19 +171,9 @@ export class Publisher<T> {
     }
   }
 
-  async #publish(prepared: {
-    readonly message: OutgoingMessage
-    readonly id: string
-    readonly correlation: string
-  }): Promise<void> {
+  async #publish(prepared: Prepared): Promise<void> {
     const { message } = prepared
-    const scope = this.#host.instrumentation?.publishStarted({
-      exchange: message.exchange,
-      routingKey: message.routingKey,
-      messageId: prepared.id,
-      correlation: prepared.correlation,
-      headers: message.headers,
-    })
+    const scope = this.#startScope(prepared)
     try {
       if (this.#host.publishingPaused)
         throw new PublishingPausedError(this.exchange, this.routingKey)
@@ -184,5 +183,15 @@ export class Publisher<T> {
       throw error
     }
     scope?.end('confirmed')
+  }
+
+  #startScope(prepared: Prepared): PublishScope | undefined {
+    return this.#host.instrumentation?.publishStarted({
+      exchange: prepared.message.exchange,
+      routingKey: prepared.message.routingKey,
+      messageId: prepared.id,
+      correlation: prepared.correlation,
+      headers: prepared.message.headers,
+    })
   }
 }

@@ -34,8 +34,8 @@ export interface ProcessInfo {
 export interface ProcessScope {
   /** Runs the handler (or anything it publishes) inside this scope's context. */
   run<T>(fn: () => T): T
-  /** The handler returned or threw after `durationMs`. */
-  handled(durationMs: number): void
+  /** The handler returned, or threw `error`, after `durationMs`. */
+  handled(durationMs: number, error?: unknown): void
   /** The message was put back for another attempt after `delayMs`. */
   retried(delayMs: number, inBroker: boolean): void
   /** The message was set aside on `queue` with `reason`. */

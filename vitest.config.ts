@@ -20,20 +20,27 @@ export default defineConfig({
         test: {
           ...shared,
           name: 'main',
-          include: ['packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts', 'e2e/test/**/*.test.ts'],
+          sequence: { groupOrder: 0 },
+          include: [
+            'packages/*/test/**/*.test.ts',
+            'examples/*/test/**/*.test.ts',
+            'e2e/test/**/*.test.ts',
+          ],
           exclude: ['**/node_modules/**', '**/*.disruptive.test.ts'],
         },
       },
       {
         // Tests that disrupt the whole broker (memory alarms, dropped connections) run one
-        // file at a time, after the rest, so they never disturb another test.
+        // file at a time, after the rest (groupOrder), so they never disturb another test.
         extends: true,
         test: {
           ...shared,
           name: 'disruptive',
+          sequence: { groupOrder: 1 },
           include: [
             'packages/*/test/**/*.disruptive.test.ts',
             'examples/*/test/**/*.disruptive.test.ts',
+            'e2e/test/**/*.disruptive.test.ts',
           ],
           fileParallelism: false,
           testTimeout: 120_000,

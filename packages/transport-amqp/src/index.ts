@@ -1,3 +1,4 @@
+export { connect, type ConnectOptions } from './connect.js'
 export { AmqpTransport } from './amqp-transport.js'
 export {
   DEFAULT_CONNECT_TIMEOUT,

@@ -9,7 +9,8 @@ import {
   requireRabbit,
 } from '../../../test-support/services.js'
 import { runExample } from '../../test-support/run-example.js'
-import { expectLinesInOrder, printedHealth, story } from './story.js'
+import { expectLinesInOrder } from '../../test-support/expect-lines.js'
+import { printedHealth, story } from './story.js'
 
 const ready = (await requireRabbit()) && (await requirePostgres())
 

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { runExample } from '../../test-support/run-example.js'
-import { expectLinesInOrder, printedHealth, reportedDuration, story } from './story.js'
+import { expectLinesInOrder } from '../../test-support/expect-lines.js'
+import { printedHealth, reportedDuration, story } from './story.js'
 
 describe('pnpm demo on the embedded default (in-memory transport, SQLite)', () => {
   let code: number | string

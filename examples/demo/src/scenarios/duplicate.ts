@@ -21,9 +21,9 @@ export async function duplicate(demo: DemoContext): Promise<SummaryRow> {
     },
   )
   const confirmations = demo.mq.publisher<Order>('', queue)
+  say('demo', 'o-1004', 'publishing it twice with the same message id')
   await confirmations.send({ id: 'o-1004' }, { id: 'o-1004' })
   await confirmations.send({ id: 'o-1004' }, { id: 'o-1004' })
-  say('demo', 'o-1004', 'published twice with the same message id')
   await demo.narrator.settled('o-1004', 'acked', 2)
   await consumer.close()
   say('demo', 'o-1004', `2 deliveries, ${emails} email sent`)

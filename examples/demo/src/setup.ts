@@ -9,7 +9,7 @@ import pg from 'pg'
 import { AceMq, InMemoryTransport, type ClaimingIdempotencyStore } from '@acemq/core'
 import { KyselyIdempotencyStore, createTableSql } from '@acemq/store-kysely'
 import { SqliteIdempotencyStore } from '@acemq/store-sqlite'
-import { AmqpTransport, redactUrl } from '@acemq/transport-amqp'
+import { connect, redactUrl } from '@acemq/transport-amqp'
 import { inMemoryView, rabbitView, type QueueView } from './queue-view.js'
 
 /** Where the demo's messages travel. */
@@ -40,7 +40,7 @@ const suffix = (): string => randomBytes(3).toString('hex')
 
 /** RabbitMQ when `AMQP_URL` is set, otherwise the in-memory transport: nothing to install. */
 export async function openBroker(): Promise<Broker> {
-  const url = process.env['AMQP_URL']
+  const url = process.env.AMQP_URL
   if (!url) {
     const transport = new InMemoryTransport()
     return {
@@ -50,7 +50,7 @@ export async function openBroker(): Promise<Broker> {
       queues: inMemoryView(transport),
     }
   }
-  const mq = await AceMq.connect(new AmqpTransport(url))
+  const mq = await connect(url)
   return {
     mq,
     label: `RabbitMQ at ${mq.transport.description}`,
@@ -61,7 +61,7 @@ export async function openBroker(): Promise<Broker> {
 
 /** Postgres when `DATABASE_URL` is set, otherwise a SQLite file in a temporary directory. */
 export function openStores(): Promise<Stores> {
-  const url = process.env['DATABASE_URL']
+  const url = process.env.DATABASE_URL
   return url ? openPostgres(url) : openSqlite()
 }
 

@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { AceMq, ConsumerOptions, Topology, shutdownOnSignals } from '@acemq/core'
-import { AmqpTransport } from '@acemq/transport-amqp'
+import { ConsumerOptions, Topology, shutdownOnSignals } from '@acemq/core'
+import { connect } from '@acemq/transport-amqp'
 
 const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
 const queue = process.env.QUEUE ?? 'examples.graceful-shutdown'
 const jobMs = Number(process.env.JOB_MS ?? 1_000)
 
-const mq = await AceMq.connect(new AmqpTransport(url))
+const mq = await connect(url)
 await mq.applyTopology(Topology.define().queueWithDeadLetter(queue))
 
 // SIGTERM or SIGINT: stop taking messages, let the running job finish (up to 10 s), hand the

@@ -2,13 +2,11 @@ import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 // @ts-expect-error -- express ships no types and this example does not install @types/express
 import express from 'express'
-import { AceMq, shutdownOnSignals } from '@acemq/core'
+import { shutdownOnSignals } from '@acemq/core'
 import { acemqHealth } from '@acemq/health-express'
-import { AmqpTransport } from '@acemq/transport-amqp'
+import { connect } from '@acemq/transport-amqp'
 
-const mq = await AceMq.connect(
-  new AmqpTransport(process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'),
-)
+const mq = await connect(process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672')
 
 const app = express()
 app.use(acemqHealth(mq)) // GET /acemq-health: 200 while UP or DEGRADED, 503 when DOWN

@@ -1,11 +1,9 @@
 import Fastify from 'fastify'
-import { AceMq, shutdownOnSignals } from '@acemq/core'
+import { shutdownOnSignals } from '@acemq/core'
 import { acemqHealth } from '@acemq/health-fastify'
-import { AmqpTransport } from '@acemq/transport-amqp'
+import { connect } from '@acemq/transport-amqp'
 
-const mq = await AceMq.connect(
-  new AmqpTransport(process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'),
-)
+const mq = await connect(process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672')
 
 const app = Fastify()
 await app.register(acemqHealth, { mq }) // GET /acemq-health: 200 while UP or DEGRADED, 503 when DOWN

@@ -1,11 +1,11 @@
-import { AceMq, ConsumerOptions, RetryPolicy, Topology } from '@acemq/core'
-import { AmqpTransport } from '@acemq/transport-amqp'
+import { ConsumerOptions, RetryPolicy, Topology } from '@acemq/core'
+import { connect } from '@acemq/transport-amqp'
 
 const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
 const queue = process.env.QUEUE ?? 'examples.minimal-consumer'
 const policy = RetryPolicy.exponential(5, '200ms', '5s') // 5 attempts: 200 ms, 400 ms, ... ±20 %
 
-await using mq = await AceMq.connect(new AmqpTransport(url))
+await using mq = await connect(url)
 await mq.applyTopology(Topology.define().queueWithRetry(queue, policy))
 
 let finish!: () => void

@@ -11,9 +11,9 @@ import {
   ConsoleSpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base'
-import { AceMq, ConsumerOptions, RetryPolicy, Topology } from '@acemq/core'
+import { ConsumerOptions, RetryPolicy, Topology } from '@acemq/core'
 import { instrument } from '@acemq/otel'
-import { AmqpTransport } from '@acemq/transport-amqp'
+import { connect } from '@acemq/transport-amqp'
 
 // The OpenTelemetry SDK, set up once at start-up (@opentelemetry/sdk-node does all of this for
 // you): spans and metrics printed to the console, W3C trace context, async context tracking.
@@ -34,7 +34,7 @@ const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
 const queue = process.env.QUEUE ?? 'examples.otel-console'
 const policy = RetryPolicy.exponential(3, '100ms')
 
-const mq = await AceMq.connect(new AmqpTransport(url))
+const mq = await connect(url)
 instrument(mq) // ← the one line: every publish, delivery, retry and move is traced and metered
 
 await mq.applyTopology(Topology.define().queueWithRetry(queue, policy))

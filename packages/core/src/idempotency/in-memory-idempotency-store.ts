@@ -1,5 +1,6 @@
 import { DEFAULT_CLAIM_TIMEOUT } from '../constants.js'
-import { toMillis, type Duration } from '../duration.js'
+import type { Duration } from '../duration.js'
+import { assertIdempotencyKey as assertId, positiveMillis } from './store-validation.js'
 import { ConfigurationError } from '../errors.js'
 import type { ClaimResult, ClaimingIdempotencyStore } from './idempotency-store.js'
 
@@ -304,34 +305,4 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
 function first<K, V>(map: Map<K, V>): [K, V] | undefined {
   const next = map.entries().next()
   return next.done === true ? undefined : next.value
-}
-
-function positiveMillis(value: Duration, name: string): number {
-  const ms = toMillis(value, name)
-  if (ms <= 0) {
-    throw new ConfigurationError(`${name} must be longer than 0 ms; got ${JSON.stringify(value)}`)
-  }
-  return ms
-}
-
-/** A lone surrogate cannot be written as UTF-8, so two different ids could become one key. */
-const LONE_SURROGATE = /[\uD800-\uDFFF]/u
-
-function assertId(id: unknown): asserts id is string {
-  if (typeof id !== 'string' || id.length === 0) {
-    throw new ConfigurationError(
-      `id must be a non-empty string; got ${typeof id === 'string' ? '""' : describe(id)}`,
-    )
-  }
-  if (id.includes('\u0000') || LONE_SURROGATE.test(id)) {
-    throw new ConfigurationError(
-      `id must be valid UTF-8 text without NUL characters; got ${JSON.stringify(id)}`,
-    )
-  }
-}
-
-function describe(value: unknown): string {
-  if (value === null || value === undefined) return String(value)
-  if (typeof value === 'object') return `a ${value.constructor?.name ?? 'object'}`
-  return `${typeof value} ${String(value)}`
 }

@@ -1,0 +1,75 @@
+import { toMillis, type Duration } from '../duration.js'
+import { ConfigurationError } from '../errors.js'
+
+/** A lone surrogate cannot be written as UTF-8, so two different ids could become one key. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u
+
+/** A plain SQL identifier, optionally schema-qualified: nothing that needs escaping anywhere. */
+const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/
+
+/**
+ * Refuses an idempotency key that is not non-empty UTF-8 text (no NUL, no lone surrogate),
+ * so every store keys on the same text and a bad id never reaches a database. For store
+ * authors.
+ *
+ * @example
+ * ```ts
+ * async claim(id: string) { assertIdempotencyKey(id); ... }
+ * ```
+ */
+export function assertIdempotencyKey(id: unknown): asserts id is string {
+  if (typeof id !== 'string' || id.length === 0) {
+    throw new ConfigurationError(
+      `id must be a non-empty string; got ${typeof id === 'string' ? '""' : describeValue(id)}`,
+    )
+  }
+  if (id.includes('\u0000') || LONE_SURROGATE.test(id)) {
+    throw new ConfigurationError(
+      `id must be valid UTF-8 text without NUL characters; got ${JSON.stringify(id)}`,
+    )
+  }
+}
+
+/**
+ * Checks an SQL table name — letters, digits and `_`, at most 63, optionally `schema.table`,
+ * nothing that would need quoting — and splits it into `[schema, table]`. For SQL stores.
+ *
+ * @example
+ * ```ts
+ * parseTableName('audit.acemq_idempotency') // ['audit', 'acemq_idempotency']
+ * ```
+ */
+export function parseTableName(
+  table: unknown,
+  argument = 'table',
+): readonly [string | undefined, string] {
+  if (typeof table !== 'string' || !TABLE_NAME.test(table)) {
+    throw new ConfigurationError(
+      `${argument} must be an SQL identifier (letters, digits and _, at most 63, not starting with a digit), optionally schema-qualified as 'schema.table'; got ${JSON.stringify(table) ?? String(table)}`,
+    )
+  }
+  const dot = table.indexOf('.')
+  return dot < 0 ? [undefined, table] : [table.slice(0, dot), table.slice(dot + 1)]
+}
+
+/**
+ * A duration option that must be longer than zero, in milliseconds.
+ *
+ * @example
+ * ```ts
+ * positiveMillis(options.claimTimeout ?? DEFAULT_CLAIM_TIMEOUT, 'claimTimeout')
+ * ```
+ */
+export function positiveMillis(value: Duration, name: string): number {
+  const ms = toMillis(value, name)
+  if (ms <= 0) {
+    throw new ConfigurationError(`${name} must be longer than 0 ms; got ${JSON.stringify(value)}`)
+  }
+  return ms
+}
+
+function describeValue(value: unknown): string {
+  if (value === null || value === undefined) return String(value)
+  if (typeof value === 'object') return `a ${value.constructor?.name ?? 'object'}`
+  return `${typeof value} ${String(value)}`
+}

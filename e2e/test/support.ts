@@ -12,36 +12,63 @@ const e2eRoot = path.resolve(here, '..')
 export interface Child {
   readonly process: ChildProcess
   readonly lines: string[]
-  /** Resolves with the first line matching `pattern`, or rejects after `timeoutMs`. */
-  waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>
+  /**
+   * Resolves with the first line matching `pattern` (from line index `from` on, default 0), or
+   * rejects after `timeoutMs`.
+   */
+  waitFor(pattern: RegExp, timeoutMs?: number, from?: number): Promise<string>
+  /** Writes one line to the program's standard input (for programs that take commands). */
+  send(line: string): void
   /** Resolves with the exit code (or the signal's name). */
   readonly exited: Promise<number | string>
 }
 
+/** Options for {@link startProgram}. */
+export interface ProgramOptions {
+  /** Extra options for node itself, such as `--expose-gc`. */
+  readonly nodeArgs?: readonly string[]
+}
+
 /** Starts `src/<program>.ts` with tsx, from the packages' sources, with `env` added. */
-export function startProgram(program: string, env: Record<string, string>): Child {
+export function startProgram(
+  program: string,
+  env: Record<string, string>,
+  options: ProgramOptions = {},
+): Child {
   const child = spawn(
     process.execPath,
-    ['--conditions=@acemq/source', '--import', 'tsx', path.join(e2eRoot, 'src', `${program}.ts`)],
+    [
+      ...(options.nodeArgs ?? []),
+      '--conditions=@acemq/source',
+      '--import',
+      'tsx',
+      path.join(e2eRoot, 'src', `${program}.ts`),
+    ],
     {
       cwd: e2eRoot,
       env: { ...process.env, AMQP_URL, DATABASE_URL, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe'],
     },
   )
+  // A program that has exited (or never reads) must not fail the test with EPIPE.
+  child.stdin?.on('error', () => undefined)
   const lines: string[] = []
   const waiters = new Set<() => void>()
-  const onData = (chunk: Buffer): void => {
-    lines.push(
-      ...chunk
-        .toString()
-        .split('\n')
-        .filter((l) => l.length > 0),
-    )
-    for (const waiter of [...waiters]) waiter()
+  // Chunks do not end on line boundaries: keep each stream's unfinished last line until the
+  // rest of it (or the end of the stream) arrives.
+  const read = (stream: NodeJS.ReadableStream | null): void => {
+    let tail = ''
+    const take = (text: string, last: boolean): void => {
+      const parts = (tail + text).split('\n')
+      tail = last ? '' : (parts.pop() ?? '')
+      lines.push(...parts.filter((l) => l.length > 0))
+      for (const waiter of [...waiters]) waiter()
+    }
+    stream?.on('data', (chunk: Buffer) => take(chunk.toString(), false))
+    stream?.on('end', () => take('', true))
   }
-  child.stdout?.on('data', onData)
-  child.stderr?.on('data', onData)
+  read(child.stdout)
+  read(child.stderr)
   const exited = new Promise<number | string>((resolve) => {
     child.on('exit', (code, signal) => resolve(code ?? signal ?? -1))
   })
@@ -49,21 +76,29 @@ export function startProgram(program: string, env: Record<string, string>): Chil
     process: child,
     lines,
     exited,
-    waitFor(pattern, timeoutMs = 20_000) {
+    send(line) {
+      child.stdin?.write(`${line}\n`)
+    },
+    waitFor(pattern, timeoutMs = 20_000, from = 0) {
       return new Promise((resolve, reject) => {
+        // Each line is looked at once, however long the program talks.
+        let next = from
         const check = (): void => {
-          const line = lines.find((l) => pattern.test(l))
-          if (line !== undefined) {
-            waiters.delete(check)
-            clearTimeout(timer)
-            resolve(line)
+          for (; next < lines.length; next++) {
+            const line = lines[next] as string
+            if (pattern.test(line)) {
+              waiters.delete(check)
+              clearTimeout(timer)
+              resolve(line)
+              return
+            }
           }
         }
         const timer = setTimeout(() => {
           waiters.delete(check)
           reject(
             new Error(
-              `no line matching ${pattern} within ${timeoutMs} ms; output:\n${lines.join('\n')}`,
+              `no line matching ${pattern} within ${timeoutMs} ms; last output:\n${lines.slice(-200).join('\n')}`,
             ),
           )
         }, timeoutMs)
@@ -87,9 +122,11 @@ export interface EffectsDatabase {
 export async function effectsDatabase(
   createTableSql: (table: string) => string,
 ): Promise<EffectsDatabase> {
-  const db = new Kysely<Record<string, never>>({
-    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: DATABASE_URL, max: 2 }) }),
-  })
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 })
+  // An idle client that loses its server (a Postgres restart) is dropped from the pool; without
+  // a listener, pg would throw that error out of the process.
+  pool.on('error', () => undefined)
+  const db = new Kysely<Record<string, never>>({ dialect: new PostgresDialect({ pool }) })
   const idempotencyTable = uniqueName('e2e_idem').replace('.', '_')
   const effectsTable = uniqueName('e2e_effects').replace('.', '_')
   await sql.raw(createTableSql(idempotencyTable)).execute(db)

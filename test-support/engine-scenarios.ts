@@ -150,8 +150,12 @@ export function engineScenarios(name: string, target: ScenarioTarget): void {
         seen.push(m.envelope)
         if (m.envelope.attempt < 3) throw new Error('not yet')
       })
-      await mq.publisher('', q).send('hello', { id: 'fixed-id', origin: 'orders@host-1' })
+      await mq
+        .publisher('', q)
+        .send('hello', { id: 'fixed-id', origin: 'orders@host-1', claim: 'blob://orders/7' })
       await eventually(() => seen.length === 3, 10_000, 'three attempts')
+      // Another library's claim pointer is carried on every hop, never dropped.
+      expect(new Set(seen.map((e) => e.claim))).toEqual(new Set(['blob://orders/7']))
       expect(seen.map((e) => e.attempt)).toEqual([1, 2, 3])
       expect(new Set(seen.map((e) => e.id))).toEqual(new Set(['fixed-id']))
       expect(new Set(seen.map((e) => e.firstSeen)).size).toBe(1)
@@ -310,6 +314,20 @@ export function engineScenarios(name: string, target: ScenarioTarget): void {
       await mq.publisher('', q).send({})
       await eventually(async () => (await probe.count(`${q}.dlq`)) === 1, 10_000, 'the dlq copy')
       expect(attempts).toEqual([1, 2, 3, 4])
+    })
+
+    it('declares its dead-letter queue itself on a queue declared without one', async () => {
+      const q = uniqueName('engine')
+      queues.push(q)
+      await mq.applyTopology(Topology.define().queue(q))
+      expect(await probe.count(`${q}.dlq`)).toBeUndefined()
+      await consume(q, ConsumerOptions.defaults(), () =>
+        Ack.deadLetter('no topology was declared for me'),
+      )
+      expect(await probe.count(`${q}.dlq`)).toBe(0)
+      expect(await probe.count(`${q}.parked`)).toBe(0)
+      await mq.publisher('', q).send({})
+      await eventually(async () => (await probe.count(`${q}.dlq`)) === 1, 5_000, 'the dlq copy')
     })
 
     it('rejects an unroutable publish with UnroutableError', async () => {

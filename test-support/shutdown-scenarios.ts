@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
+  Ack,
   AceMq,
   ConsumerOptions,
   InMemoryIdempotencyStore,
@@ -238,9 +239,11 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
         5_000,
         'the message redelivered to the queue',
       )
+      const publishedBefore = transport.published.length
       release()
       await sleep(100)
       expect(transport.settlementsOf('stubborn')).toEqual([])
+      expect(transport.published.length).toBe(publishedBefore)
     }, 20_000)
 
     it('returns promptly when close is called from inside a handler', async () => {
@@ -300,6 +303,65 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
       expect(await probe.count(q)).toBe(0)
       consumer = undefined
     })
+
+    it('answers a drain true only once the settlement is done: the retry copy is already on the queue', async () => {
+      const q = await queue()
+      let calls = 0
+      await mq.consume(q, ConsumerOptions.defaults(), () => {
+        calls++
+        return calls === 1 ? Ack.retry('later', 300) : undefined
+      })
+      mq.pauseConsuming()
+      await mq.publisher('', q).send({}, { id: 'settling' })
+      await eventually(() => mq.held === 1)
+      mq.resumeConsuming()
+      await eventually(() => calls === 1)
+      expect(await mq.drainConsumers('5s')).toBe(true)
+      // The copy was confirmed before the drain answered (it may already sit at the gate).
+      const copies = transport.published.filter(
+        (m) => m.routingKey === q && m.properties.messageId === 'settling',
+      )
+      expect(
+        copies.map((m) => readEnvelope(m.headers, { routingKey: q }).envelope.attempt),
+      ).toEqual([1, 2])
+      expect(transport.settlementsOf('settling')).toEqual([
+        expect.objectContaining({ kind: 'ack', written: true }),
+      ])
+    })
+
+    it('still dead-letters a message given up on while closing', async () => {
+      const q = await queue()
+      let aborted = false
+      await mq.consume(
+        q,
+        ConsumerOptions.defaults().withRetry(RetryPolicy.none()),
+        async (_m: Message<unknown>, { signal }: HandlerContext) => {
+          await new Promise((resolve) => signal.addEventListener('abort', resolve))
+          aborted = true
+          throw new Error('cancelled by the shutdown')
+        },
+      )
+      await mq.publisher('', q).send({}, { id: 'given-up' })
+      await eventually(() => mq.inFlight === 1)
+      await mq.close({ drainTimeout: 0 })
+      expect(aborted).toBe(true)
+      await eventually(async () => (await probe.count(`${q}.dlq`)) === 1, 5_000, 'the dlq copy')
+      expect(await probe.count(q)).toBe(0)
+    })
+
+    it('shares one close deadline between consumers instead of waiting for each in turn', async () => {
+      const a = await queue()
+      const b = await queue()
+      const stubborn = (): Promise<void> => new Promise(() => undefined)
+      await mq.consume(a, ConsumerOptions.defaults(), stubborn)
+      await mq.consume(b, ConsumerOptions.defaults(), stubborn)
+      await mq.publisher('', a).send({})
+      await mq.publisher('', b).send({})
+      await eventually(() => mq.inFlight === 2)
+      const began = Date.now()
+      await mq.close({ drainTimeout: 300 })
+      expect(Date.now() - began).toBeLessThan(6_500)
+    }, 20_000)
 
     it('is safe to close twice', async () => {
       const q = await queue()

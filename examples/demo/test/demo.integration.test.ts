@@ -8,6 +8,7 @@ import {
   requirePostgres,
   requireRabbit,
 } from '../../../test-support/services.js'
+import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
 import { runExample } from '../../test-support/run-example.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { printedHealth, story } from './story.js'
@@ -21,8 +22,10 @@ describe.runIf(ready)('pnpm demo with AMQP_URL and DATABASE_URL (RabbitMQ, Postg
 
   beforeAll(async () => {
     admin = await AmqpAdmin.open()
-    ;({ code, output } = await runExample('demo', { AMQP_URL, DATABASE_URL }))
-  }, 60_000)
+    ;({ code, output } = await withoutBrokerFaults(() =>
+      runExample('demo', { AMQP_URL, DATABASE_URL }),
+    ))
+  }, LOCK_WAIT_TIMEOUT + 60_000)
 
   afterAll(async () => {
     await admin.close()

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
+import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
 import { runExample } from '../../test-support/run-example.js'
 
 const hasRabbit = await requireRabbit()
@@ -14,8 +15,10 @@ describe.runIf(hasRabbit)('the otel-console example', () => {
 
   beforeAll(async () => {
     admin = await AmqpAdmin.open()
-    ;({ code, output } = await runExample('otel-console', { AMQP_URL, QUEUE: queue }))
-  }, 60_000)
+    ;({ code, output } = await withoutBrokerFaults(() =>
+      runExample('otel-console', { AMQP_URL, QUEUE: queue }),
+    ))
+  }, LOCK_WAIT_TIMEOUT + 60_000)
 
   afterAll(async () => {
     await admin.deleteQueues(queue, `${queue}.dlq`, `${queue}.parked`)

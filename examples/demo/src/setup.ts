@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-// @ts-expect-error -- better-sqlite3 ships no types and the demo does not install @types/better-sqlite3
 import Database from 'better-sqlite3'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'

@@ -1,6 +1,5 @@
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
-// @ts-expect-error -- express ships no types and this example does not install @types/express
 import express from 'express'
 import { shutdownOnSignals } from '@acemq/core'
 import { acemqHealth } from '@acemq/health-express'

@@ -45,7 +45,7 @@ describe('acemqHealth (Express middleware)', () => {
           status: 'UP',
           open: 'true',
           blocked: 'false',
-          transport: 'in-memory in-memory',
+          transport: 'in-memory this process',
           inFlight: '0',
           held: '0',
         },

@@ -50,7 +50,7 @@ describe('acemqHealth (Fastify plugin)', () => {
           status: 'UP',
           open: 'true',
           blocked: 'false',
-          transport: 'in-memory in-memory',
+          transport: 'in-memory this process',
           inFlight: '0',
           held: '0',
         },

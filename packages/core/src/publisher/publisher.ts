@@ -74,7 +74,11 @@ export class Publisher<T> {
   readonly #mandatory: boolean
   readonly #headers: Headers
 
-  /** Created by `mq.publisher()`. */
+  /**
+   * Created by `mq.publisher()`.
+   *
+   * @internal
+   */
   constructor(
     host: PublisherHost,
     exchange: string,

@@ -88,7 +88,7 @@ interface InFlightDelivery {
  */
 export class InMemoryTransport implements Transport {
   readonly kind = 'in-memory'
-  readonly description = 'in-memory'
+  readonly description = 'this process'
 
   readonly #exchanges = new Map<string, MemoryExchange>()
   readonly #queues = new Map<string, MemoryQueue>()

@@ -45,7 +45,7 @@ describe('mq.health()', () => {
         details: {
           open: 'true',
           blocked: 'false',
-          transport: 'in-memory in-memory',
+          transport: 'in-memory this process',
           inFlight: '0',
           held: '0',
         },
@@ -59,7 +59,7 @@ describe('mq.health()', () => {
           status: 'UP',
           open: 'true',
           blocked: 'false',
-          transport: 'in-memory in-memory',
+          transport: 'in-memory this process',
           inFlight: '0',
           held: '0',
         },

@@ -56,11 +56,17 @@ const stats = {
 }
 
 const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: 4 })
-// An idle client whose server restarted is dropped by the pool; without a listener pg would
-// throw the error out of the process.
+// A client whose server went away (a Postgres restart) emits `error`: on the pool while it is
+// idle, on the client itself while it is checked out (Kysely holds one for every query).
+// Nobody listening would throw it out of the process; the query in flight fails either way.
 pool.on('error', () => {
   stats.poolErrors++
 })
+pool.on('connect', (client) =>
+  client.on('error', () => {
+    stats.poolErrors++
+  }),
+)
 const db = new Kysely<Record<string, never>>({ dialect: new PostgresDialect({ pool }) })
 const store = new KyselyIdempotencyStore(db, {
   table: env('IDEMPOTENCY_TABLE'),

@@ -109,6 +109,18 @@ export function startProgram(
   }
 }
 
+/**
+ * Keeps a pg pool's lost connections from crashing the process when Postgres restarts. pg
+ * emits `error` on a client whose server went away — on the pool for an idle client, on the
+ * client itself for one checked out (Kysely holds one for every query) — and an `error`
+ * event nobody listens to is thrown out of the process. The query in flight still fails, and
+ * the pool drops the dead client.
+ */
+export function survivePostgresRestarts(pool: pg.Pool): void {
+  pool.on('error', () => undefined)
+  pool.on('connect', (client) => client.on('error', () => undefined))
+}
+
 /** A Postgres database with a fresh idempotency table and side-effect table for one test. */
 export interface EffectsDatabase {
   readonly db: Kysely<Record<string, never>>
@@ -123,9 +135,7 @@ export async function effectsDatabase(
   createTableSql: (table: string) => string,
 ): Promise<EffectsDatabase> {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 })
-  // An idle client that loses its server (a Postgres restart) is dropped from the pool; without
-  // a listener, pg would throw that error out of the process.
-  pool.on('error', () => undefined)
+  survivePostgresRestarts(pool)
   const db = new Kysely<Record<string, never>>({ dialect: new PostgresDialect({ pool }) })
   const idempotencyTable = uniqueName('e2e_idem').replace('.', '_')
   const effectsTable = uniqueName('e2e_effects').replace('.', '_')

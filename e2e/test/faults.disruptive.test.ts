@@ -6,11 +6,11 @@ import {
   clearMemoryAlarm,
   rabbitmqctl,
   raiseMemoryAlarm,
-  withBrokerFault as withBrokerFaultLock,
 } from '../../test-support/broker-faults.js'
 import { requirePostgres, requireRabbit } from '../../test-support/services.js'
 import { printAccounting } from './accounting.js'
 import { BrokerVhost } from './broker-vhost.js'
+import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock, type HeldLock } from './fault-lock.js'
 import { NumberedPublisher } from './numbered-publisher.js'
 import { ensurePostgresRunning, hasLocalPostgres, restartPostgres } from './postgres-faults.js'
 import { effectsDatabase, startProgram, type Child, type EffectsDatabase } from './support.js'
@@ -32,18 +32,6 @@ async function poll(
     if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms`)
     await sleep(intervalMs)
   }
-}
-
-/** Time spent waiting for the broker-fault lock (other test runs inject faults too). */
-let lockWaitMs = 0
-
-/** `withBrokerFault`, timing the wait for the lock so fault durations exclude it. */
-async function withBrokerFault<T>(fn: () => Promise<T>): Promise<T> {
-  const asked = Date.now()
-  return withBrokerFaultLock(async () => {
-    lockWaitMs += Date.now() - asked
-    return fn()
-  })
 }
 
 function count(child: Child, line: string): number {
@@ -90,6 +78,9 @@ describe.runIf(ready)('the faults run', () => {
   const started: Child[] = []
   let brokerStopped = false
   let alarmRaised = false
+  // Held for the whole run: every fault below is injected under it, and no other test's
+  // fault lands in the middle of the run.
+  let lock: HeldLock | undefined
 
   function startWorker(name: string): Child {
     const worker = startProgram('idempotent-worker', {
@@ -115,6 +106,7 @@ describe.runIf(ready)('the faults run', () => {
         'the faults run restarts Postgres, so it needs the local cluster (pg_ctlcluster)',
       )
     }
+    lock = await holdBrokerFaultLock()
     vhost = await BrokerVhost.create('acemq-e2e-faults')
     database = await effectsDatabase((table) => createTableSql({ table, dialect: 'postgres' }))
     mq = await connect(vhost.url, {
@@ -122,7 +114,7 @@ describe.runIf(ready)('the faults run', () => {
       recovery: { initialDelay: 100, maxDelay: 1_000 },
     })
     await mq.applyTopology(Topology.define().queueWithRetry(queue, POLICY))
-  }, 60_000)
+  }, LOCK_WAIT_TIMEOUT + 60_000)
 
   afterAll(async () => {
     for (const child of started) {
@@ -136,6 +128,7 @@ describe.runIf(ready)('the faults run', () => {
     await mq?.close({ drainTimeout: 0 })
     await vhost?.delete()
     await database?.drop()
+    await lock?.release()
   }, 120_000)
 
   it('handles every confirmed message exactly once through ten dropped connections, a broker restart, a killed consumer, a Postgres restart and a memory alarm', async () => {
@@ -191,25 +184,21 @@ describe.runIf(ready)('the faults run', () => {
     let closes = 0
     const closeConnections = async (): Promise<void> => {
       closes++
-      await everyoneReconnects(() => withBrokerFault(() => vhost.closeAllConnections()), 30_000)
+      await everyoneReconnects(() => vhost.closeAllConnections(), 30_000)
     }
 
     const restartBroker = async (): Promise<void> => {
-      await everyoneReconnects(
-        () =>
-          withBrokerFault(async () => {
-            brokerStopped = true
-            try {
-              await rabbitmqctl('stop_app')
-              await sleep(1_000)
-            } finally {
-              await rabbitmqctl('start_app')
-              await rabbitmqctl('await_startup')
-              brokerStopped = false
-            }
-          }),
-        60_000,
-      )
+      await everyoneReconnects(async () => {
+        brokerStopped = true
+        try {
+          await rabbitmqctl('stop_app')
+          await sleep(1_000)
+        } finally {
+          await rabbitmqctl('start_app')
+          await rabbitmqctl('await_startup')
+          brokerStopped = false
+        }
+      }, 60_000)
     }
 
     let stalledIds: string[] = []
@@ -237,70 +226,65 @@ describe.runIf(ready)('the faults run', () => {
     }
 
     const restartDatabase = async (): Promise<void> => {
-      await withBrokerFault(async () => {
-        try {
-          await restartPostgres()
-        } finally {
-          await ensurePostgresRunning()
-        }
-      })
+      try {
+        await restartPostgres()
+      } finally {
+        await ensurePostgresRunning()
+      }
     }
 
-    const alarm = { refused: 0, drained: 0, backlog: 0 }
+    const alarm = { refused: 0, backlog: 0, drained: 0 }
     const memoryAlarm = async (at: number): Promise<void> => {
-      // A backlog the consumers must drain while publishing is blocked.
+      // A backlog, published at full speed, for the consumers to drain while publishing is
+      // blocked. (Only these: a message of an earlier fault that is still being put back
+      // would wait for the alarm to clear, as the engine's own moves do.)
       publisher.ratePerSecond = Infinity
       publisher.allow(at + BACKLOG)
       await publisher.whenSettledUpTo(at + BACKLOG)
-      const confirmedBefore = [...publisher.records.values()]
-        .filter((r) => r.confirmed)
-        .map((r) => r.id)
-      const handledBefore = await handledIds()
-      alarm.backlog = confirmedBefore.filter((id) => !handledBefore.has(id)).length
+      const backlog = Array.from({ length: BACKLOG }, (_, i) => publisher.id(at + 1 + i))
       const refusedBefore = publisher.errorCounts.get('ConnectionBlockedError') ?? 0
-      await withBrokerFault(async () => {
-        alarmRaised = true
-        try {
-          await raiseMemoryAlarm()
-          // The next publishes are held by the broker (written, not confirmed); once it has
-          // told the connection it is blocked, new ones are refused at once, and the publisher
-          // retries them after the alarm.
-          publisher.allow(at + BACKLOG + SEGMENT)
-          await poll(() => mq.transport.state.blocked, 20_000, 'the broker blocking publishes')
-          for (let i = 0; i < 3; i++) publisher.startNext()
-          await poll(
-            () => (publisher.errorCounts.get('ConnectionBlockedError') ?? 0) > refusedBefore,
-            20_000,
-            'a publish refused with ConnectionBlockedError',
-          )
-          const health = await mq.health()
-          expect(health.status).toBe('UP')
-          expect(health.reports.find((r) => r.name === 'connection')?.details).toMatchObject({
-            blocked: 'true',
-            blockedReason: 'low on memory',
-          })
-          // Consumers keep draining: every message confirmed before the alarm is handled
-          // while it lasts.
-          await poll(
-            async () => {
-              const handled = await handledIds()
-              return confirmedBefore.every((id) => handled.has(id))
-            },
-            30_000,
-            'the backlog drained during the alarm',
-            200,
-          )
-          alarm.drained = alarm.backlog
-          for (const worker of live) {
-            const json = await ask<{ status: string }>(worker, 'health', 'HEALTH')
-            expect(json.status).toBe('UP')
-          }
-          alarm.refused = (publisher.errorCounts.get('ConnectionBlockedError') ?? 0) - refusedBefore
-        } finally {
-          await clearMemoryAlarm()
-          alarmRaised = false
+      alarmRaised = true
+      try {
+        await raiseMemoryAlarm()
+        const handledAtAlarm = await handledIds()
+        alarm.backlog = backlog.filter((id) => !handledAtAlarm.has(id)).length
+        // The next publishes are held by the broker (written, not confirmed); once it has
+        // told the connection it is blocked, new ones are refused at once, and the publisher
+        // retries them after the alarm.
+        publisher.allow(at + BACKLOG + SEGMENT)
+        await poll(() => mq.transport.state.blocked, 20_000, 'the broker blocking publishes')
+        for (let i = 0; i < 3; i++) publisher.startNext()
+        await poll(
+          () => (publisher.errorCounts.get('ConnectionBlockedError') ?? 0) > refusedBefore,
+          20_000,
+          'a publish refused with ConnectionBlockedError',
+        )
+        const health = await mq.health()
+        expect(health.status).toBe('UP')
+        expect(health.reports.find((r) => r.name === 'connection')?.details).toMatchObject({
+          blocked: 'true',
+          blockedReason: 'low on memory',
+        })
+        // Consumers keep draining: the whole backlog is handled while the alarm lasts.
+        await poll(
+          async () => {
+            const handled = await handledIds()
+            return backlog.every((id) => handled.has(id))
+          },
+          30_000,
+          'the backlog drained during the alarm',
+          200,
+        )
+        alarm.drained = alarm.backlog
+        for (const worker of live) {
+          const json = await ask<{ status: string }>(worker, 'health', 'HEALTH')
+          expect(json.status).toBe('UP')
         }
-      })
+        alarm.refused = (publisher.errorCounts.get('ConnectionBlockedError') ?? 0) - refusedBefore
+      } finally {
+        await clearMemoryAlarm()
+        alarmRaised = false
+      }
       publisher.ratePerSecond = RATE
     }
 
@@ -338,11 +322,9 @@ describe.runIf(ready)('the faults run', () => {
       const at = points[k] as number
       await publisher.whenStarted(at)
       const startedAt = Date.now()
-      const waitedBefore = lockWaitMs
       console.log(`faults run: ${name} at ${at} (published ${publisher.started})`)
       await inject(at)
-      const took = Date.now() - startedAt - (lockWaitMs - waitedBefore)
-      timings.push([`fault at ${String(at).padStart(4)}: ${name} (ms)`, took])
+      timings.push([`fault at ${String(at).padStart(4)}: ${name} (ms)`, Date.now() - startedAt])
       publisher.allow(limitDuring(k + 1))
     }
     publisher.allow(TOTAL)
@@ -392,6 +374,18 @@ describe.runIf(ready)('the faults run', () => {
       started.map((w, i) => [`w${i + 1}`, count(w, 'EVENT reconnected')]),
     )
     const storeErrors = workerStats.reduce((sum, s) => sum + s.storeErrors, 0)
+    const moveErrors = workerStats.reduce((sum, s) => sum + s.moveErrors, 0)
+    // What the workers' transports warned about, by kind (queue names and numbers folded).
+    const warnings = new Map<string, number>()
+    for (const line of started.flatMap((w) => w.lines)) {
+      if (!line.startsWith('[acemq/transport-amqp]')) continue
+      const kind = line
+        .slice('[acemq/transport-amqp] '.length)
+        .replace(/\d+/g, 'N')
+        .replace(/:.*$/, '')
+        .slice(0, 70)
+      warnings.set(kind, (warnings.get(kind) ?? 0) + 1)
+    }
 
     printAccounting(`faults run: ${TOTAL} messages, ${faults.length} faults, ${elapsed} ms`, [
       ['published (ids)', records.length],
@@ -416,10 +410,13 @@ describe.runIf(ready)('the faults run', () => {
       ),
       ['claims held by the killed worker', stalledIds.length],
       ['store failures recovered (workers alive at the end)', storeErrors],
+      ['failed moves handed back (workers alive at the end)', moveErrors],
+      ...[...warnings].map(([kind, n]) => [`worker warning: ${kind}`, n] as [string, number]),
       ['publishes refused during the alarm', alarm.refused],
-      ['backlog drained during the alarm', alarm.drained],
+      ['backlog left when the alarm was raised', alarm.backlog],
+      ['of it, drained during the alarm', alarm.drained],
       ...timings,
-      ['waited for the broker-fault lock (ms)', lockWaitMs],
+      ['waited for the broker-fault lock (ms)', lock?.waitedMs ?? 0],
     ])
 
     expect(closes).toBe(10)
@@ -443,6 +440,7 @@ describe.runIf(ready)('the faults run', () => {
     expect((reconnects['w2'] ?? 0) + (reconnects['w3'] ?? 0)).toBeGreaterThanOrEqual(11)
     expect(storeErrors).toBeGreaterThan(0)
     expect(alarm.refused).toBeGreaterThan(0)
+    expect(alarm.drained).toBeGreaterThan(0)
     // And both survivors still shut down cleanly.
     expect(exits).toEqual([0, 0])
   }, 300_000)
@@ -468,15 +466,18 @@ describe.runIf(ready)('a soak of 50 forced reconnects with steady traffic', () =
   const queue = 'soak.work'
   let vhost: BrokerVhost
   let client: Child | undefined
+  let lock: HeldLock | undefined
 
   beforeAll(async () => {
+    lock = await holdBrokerFaultLock()
     vhost = await BrokerVhost.create('acemq-e2e-soak')
-  }, 60_000)
+  }, LOCK_WAIT_TIMEOUT + 60_000)
 
   afterAll(async () => {
     if (client !== undefined && alive(client)) client.process.kill('SIGKILL')
     await client?.exited
     await vhost?.delete()
+    await lock?.release()
   }, 60_000)
 
   it('keeps resident memory within 1.5 x its baseline and open handles flat, and is still consuming at the end', async () => {
@@ -493,7 +494,7 @@ describe.runIf(ready)('a soak of 50 forced reconnects with steady traffic', () =
     /** Drops the connections and waits until the client is back and consuming again. */
     const reconnect = async (): Promise<void> => {
       const before = count(soak, 'EVENT reconnected')
-      await withBrokerFault(() => vhost.closeAllConnections())
+      await vhost.closeAllConnections()
       await poll(
         () => count(soak, 'EVENT reconnected') > before,
         30_000,

@@ -1,0 +1,8 @@
+import type { Comparison } from './comparison.js'
+import { consume } from './consume.js'
+import { idempotent } from './idempotent.js'
+import { publish } from './publish.js'
+import { retry } from './retry.js'
+
+/** Every comparison, in the order they run. */
+export const COMPARISONS: readonly Comparison[] = [consume, publish, idempotent, retry]

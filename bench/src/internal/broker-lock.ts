@@ -1,0 +1,59 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+
+// The lock the test suites take while they inject broker faults (test-support/broker-faults.ts):
+// a memory alarm or close_all_connections in the middle of a round would measure the fault,
+// not the code. Each round holds it for well under the 5 minutes after which it counts as stale.
+const LOCK = path.join(os.tmpdir(), 'acemq-broker-fault.lock')
+const STALE_LOCK_MS = 5 * 60_000
+const GIVE_UP_MS = 3 * 60_000
+
+let held = false
+
+/**
+ * Runs `fn` while no test injects a broker fault. After waiting 3 minutes it runs anyway and
+ * says so, so a forgotten lock cannot hang the benchmark.
+ */
+export async function withBrokerLock<T>(
+  fn: () => Promise<T>,
+  log: (line: string) => void,
+): Promise<T> {
+  if (held) return fn()
+  const started = Date.now()
+  let said = false
+  let acquired = false
+  while (!acquired) {
+    try {
+      fs.mkdirSync(LOCK)
+      acquired = true
+    } catch {
+      try {
+        if (Date.now() - fs.statSync(LOCK).mtimeMs > STALE_LOCK_MS)
+          fs.rmSync(LOCK, { recursive: true, force: true })
+      } catch {
+        // Someone else removed it first.
+      }
+      if (Date.now() - started > GIVE_UP_MS) {
+        log(
+          `  ! the broker-fault lock is still held after ${GIVE_UP_MS / 1000} s; running without it`,
+        )
+        break
+      }
+      if (!said) {
+        log('  … waiting for the broker-fault lock (a test is injecting a broker fault)')
+        said = true
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+  }
+  held = acquired
+  try {
+    return await fn()
+  } finally {
+    if (acquired) {
+      held = false
+      fs.rmSync(LOCK, { recursive: true, force: true })
+    }
+  }
+}

@@ -1,0 +1,89 @@
+import fs from 'node:fs'
+import inspector from 'node:inspector'
+import { findSourceMap } from 'node:module'
+
+interface Frame {
+  url: string
+  lineNumber: number
+  columnNumber: number
+}
+
+/**
+ * Points the profile's frames at the TypeScript sources (tsx runs compiled code; the child
+ * runs with `--enable-source-maps` when it profiles, which keeps tsx's inline maps).
+ */
+function mapToSources(profile: { nodes?: { callFrame: Frame }[] }): void {
+  for (const { callFrame } of profile.nodes ?? []) {
+    if (!callFrame.url.startsWith('file://') || callFrame.lineNumber < 0) continue
+    const entry = findSourceMap(callFrame.url)?.findEntry(
+      callFrame.lineNumber,
+      callFrame.columnNumber,
+    )
+    if (entry !== undefined && 'originalLine' in entry) {
+      callFrame.lineNumber = entry.originalLine
+      callFrame.columnNumber = entry.originalColumn
+    }
+  }
+}
+
+function post<T>(session: inspector.Session, method: string, params?: object): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    session.post(method, params ?? {}, (error, result) => {
+      if (error) reject(error)
+      else resolve(result as T)
+    })
+  })
+}
+
+/**
+ * Runs `fn` under V8's sampling CPU profiler (the one behind `node --cpu-prof`) and writes the
+ * `.cpuprofile` to `path`; with no path it just runs `fn`. Only the measured part is sampled,
+ * so start-up, connecting and warm-up do not crowd the profile.
+ */
+export async function profiled<T>(path: string | undefined, fn: () => Promise<T>): Promise<T> {
+  if (path === undefined) return fn()
+  const session = new inspector.Session()
+  session.connect()
+  await post(session, 'Profiler.enable')
+  await post(session, 'Profiler.setSamplingInterval', { interval: 100 })
+  await post(session, 'Profiler.start')
+  try {
+    return await fn()
+  } finally {
+    const { profile } = await post<{ profile: { nodes?: { callFrame: Frame }[] } }>(
+      session,
+      'Profiler.stop',
+    )
+    mapToSources(profile)
+    fs.writeFileSync(path, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
+/** A measured run: wall time as the contestant reports it, and this process's CPU time meanwhile. */
+export interface Measured {
+  readonly ms: number
+  /** User + system CPU of the contestant's process over the measured part. */
+  readonly cpuMs: number
+}
+
+/**
+ * Runs `fn` (which returns the wall time it measured) and adds the process's CPU time over the
+ * same stretch: on a shared machine, CPU per message moves much less with other people's load
+ * than wall time does. Profiles it when `path` is given.
+ */
+export async function measured(
+  path: string | undefined,
+  fn: () => Promise<number>,
+): Promise<Measured> {
+  const before = process.cpuUsage()
+  const ms = await profiled(path, fn)
+  const { user, system } = process.cpuUsage(before)
+  return { ms, cpuMs: (user + system) / 1000 }
+}
+
+/** Collects garbage when `--expose-gc` is on (children always have it), twice to reach old space. */
+export function collectGarbage(): void {
+  globalThis.gc?.()
+  globalThis.gc?.()
+}

@@ -1,0 +1,112 @@
+// `pnpm bench`: every comparison of issue 9, interleaved, medians and ratios to
+// bench/results/latest.json and BENCHMARKS.md. `BENCH_QUICK=1` is a smoke test with tiny sizes.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { COMPARISONS } from './comparisons/index.js'
+import { Admin } from './internal/broker.js'
+import { QUICK, forcedProfiles, selectedComparisons, sizes } from './internal/config.js'
+import { describeMachine } from './internal/machine.js'
+import { resultsMarkdown, writeMarkdown, type Report } from './internal/report.js'
+import { fmt } from './internal/stats.js'
+
+const BENCH = fileURLToPath(new URL('..', import.meta.url))
+const RESULTS = path.join(BENCH, 'results')
+const BENCHMARKS_MD = path.join(BENCH, '..', 'BENCHMARKS.md')
+
+const SKELETON = `# Benchmarks
+
+\`@acemq\` side by side with the clients it wraps: raw amqplib, rascal, and each idempotency
+store's own statements. Produced by \`pnpm bench\` (the private \`bench/\` package, see
+[bench/README.md](bench/README.md)); the results section below is regenerated on every run.
+`
+
+function log(line: string): void {
+  const seconds = ((Date.now() - started) / 1000).toFixed(0).padStart(4)
+  console.log(`[${seconds}s] ${line}`)
+}
+
+const started = Date.now()
+
+async function main(): Promise<void> {
+  const selected = selectedComparisons()
+  const forced = forcedProfiles()
+  const runSizes = sizes()
+  fs.mkdirSync(path.join(RESULTS, 'profiles'), { recursive: true })
+  log(
+    `${QUICK ? 'quick smoke run' : 'full run'}: ${selected.join(', ')}; ${runSizes.rounds} rounds`,
+  )
+  const admin = await Admin.open()
+  const machine = await describeMachine(admin.serverVersion)
+  const comparisons: Report['comparisons'][number][] = []
+  try {
+    for (const comparison of COMPARISONS.filter((c) => selected.includes(c.id))) {
+      log(comparison.title)
+      const t0 = Date.now()
+      const result = await comparison.run({
+        admin,
+        sizes: runSizes,
+        log,
+        profileDir: path.join(RESULTS, 'profiles'),
+        forceProfile: forced.has(comparison.id),
+        profileOnMiss: !QUICK,
+        recover: async (error) => {
+          console.error(error)
+          await admin.waitForBroker()
+        },
+      })
+      const seconds = (Date.now() - t0) / 1000
+      comparisons.push({ ...result, seconds, ranAt: new Date().toISOString() })
+      for (const section of result.sections) {
+        for (const c of section.checks) {
+          log(
+            `  ${c.met ? 'MET   ' : 'MISSED'} ${c.description}: ${fmt(c.ratio)} (target ${c.op} ${c.target})`,
+          )
+        }
+      }
+      log(`  ${comparison.id} took ${seconds.toFixed(0)} s`)
+    }
+  } finally {
+    await admin.close()
+  }
+  machine.loadEnd = os.loadavg()[0] ?? 0
+
+  // BENCH_TAG=name writes results/name.json and leaves BENCHMARKS.md alone (an experiment, e.g.
+  // BENCH_ACEMQ_NODELAY=1); a quick run is tagged `quick`.
+  const tag = QUICK ? 'quick' : (process.env['BENCH_TAG'] ?? 'latest')
+  if (!/^[\w.-]+$/.test(tag)) throw new Error(`BENCH_TAG must be a plain file name; got ${tag}`)
+  const official = tag === 'latest'
+  const file = path.join(RESULTS, `${tag}.json`)
+  // A partial run (BENCH_ONLY) keeps the other comparisons of the last report with that tag.
+  let kept: Report['comparisons'] = []
+  if (!QUICK && fs.existsSync(file)) {
+    const previous = JSON.parse(fs.readFileSync(file, 'utf8')) as Report
+    kept = previous.comparisons.filter((c) => !comparisons.some((n) => n.id === c.id))
+  }
+  const order = COMPARISONS.map((c) => c.id as string)
+  const report: Report = {
+    generatedAt: new Date().toISOString(),
+    quick: QUICK,
+    machine,
+    sizes: runSizes,
+    seconds: (Date.now() - started) / 1000,
+    comparisons: [...kept, ...comparisons].sort(
+      (a, b) => order.indexOf(a.id) - order.indexOf(b.id),
+    ),
+  }
+  fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`)
+  log(`wrote ${path.relative(process.cwd(), file)}`)
+  if (!official) {
+    log(`${tag} run: BENCHMARKS.md left as it is`)
+  } else {
+    writeMarkdown(BENCHMARKS_MD, resultsMarkdown(report), SKELETON)
+    log(`wrote ${path.relative(process.cwd(), BENCHMARKS_MD)}`)
+  }
+  log(`done in ${((Date.now() - started) / 1000).toFixed(0)} s`)
+}
+
+main().catch((error: unknown) => {
+  console.error(error)
+  process.exit(1)
+})

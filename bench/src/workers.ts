@@ -1,0 +1,27 @@
+import type { Worker } from './comparisons/comparison.js'
+
+/**
+ * Finds a worker by name, loading only the comparison it belongs to: a child process starts
+ * faster without the drivers the other comparisons need.
+ */
+export async function findWorker(name: string): Promise<Worker | undefined> {
+  const prefix = name.slice(0, name.indexOf(':'))
+  switch (prefix) {
+    case 'consume':
+      return (await import('./comparisons/consume.js')).consume.workers[name]
+    case 'publish':
+      return (await import('./comparisons/publish.js')).publish.workers[name]
+    case 'idempotent':
+      return (await import('./comparisons/idempotent.js')).idempotent.workers[name]
+    case 'retry':
+    case 'close':
+    case 'memory':
+      return (await import('./comparisons/retry.js')).retry.workers[name]
+    case 'experiment':
+      return name === 'experiment:als-consume'
+        ? (await import('./experiments/als-consume.js')).workers[name]
+        : (await import('./experiments/store-overhead.js')).workers[name]
+    default:
+      return undefined
+  }
+}

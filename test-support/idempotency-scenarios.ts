@@ -192,6 +192,63 @@ export function idempotencyScenarios(name: string, target: ScenarioTarget): void
       expect(await probe.count(`${q}.dlq`)).toBe(0)
     })
 
+    it('retries a confirm that fails once, so a second copy of the message is a duplicate', async () => {
+      const q = await queue()
+      const inner = new InMemoryIdempotencyStore({ claimTimeout: 200 })
+      let confirmFailures = 1
+      const store: ClaimingIdempotencyStore = {
+        tryClaim: (id) => inner.tryClaim(id),
+        claim: (id) => inner.claim(id),
+        confirm: async (id) => {
+          if (confirmFailures-- > 0) throw new Error('the database went away while confirming')
+          return inner.confirm(id)
+        },
+        release: (id) => inner.release(id),
+        isConfirmed: (id) => inner.isConfirmed(id),
+      }
+      let calls = 0
+      await mq.consume(
+        q,
+        ConsumerOptions.defaults().idempotent(store).withInProgressDelay(50).withPrefetch(1),
+        () => {
+          calls++
+        },
+      )
+      const publisher = mq.publisher('', q)
+      await publisher.send({}, { id: 'confirm-once' })
+      await eventually(async () => (await probe.count(q)) === 0 && mq.inFlight === 0)
+      await sleep(300)
+      await publisher.send({}, { id: 'confirm-once' })
+      await eventually(async () => (await probe.count(q)) === 0 && mq.inFlight === 0)
+      await sleep(100)
+      expect(calls).toBe(1)
+      expect(await inner.isConfirmed('confirm-once')).toBe(true)
+    })
+
+    it('parks a message whose id no store can key on, instead of putting it back for ever', async () => {
+      const q = await queue()
+      let calls = 0
+      await mq.consume(
+        q,
+        ConsumerOptions.defaults().idempotent(new InMemoryIdempotencyStore()),
+        () => {
+          calls++
+        },
+      )
+      await probe.sendRaw(q, Buffer.from('{}'), {
+        contentType: 'application/json',
+        headers: { 'x-acemq-id': 'order\u00001' },
+      })
+      await probe.sendRaw(q, Buffer.from('{}'), {
+        contentType: 'application/json',
+        headers: { 'x-acemq-id': 'x'.repeat(300) },
+      })
+      await eventually(async () => (await probe.count(`${q}.parked`)) === 2, 5_000, 'both parked')
+      const copy = await probe.get(`${q}.parked`)
+      expect(String(copy?.headers['x-acemq-error'])).toMatch(/^invalid message id: /)
+      expect(calls).toBe(0)
+    })
+
     it('puts a message back, attempt unchanged, when the store cannot answer a claim', async () => {
       const q = await queue()
       let failures = 2

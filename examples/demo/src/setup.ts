@@ -90,7 +90,9 @@ async function openSqlite(): Promise<Stores> {
 
 async function openPostgres(url: string): Promise<Stores> {
   const db = new Kysely<Record<string, never>>({
-    dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 4 }) }),
+    dialect: new PostgresDialect({
+      pool: survivingRestarts(new pg.Pool({ connectionString: url, max: 4 })),
+    }),
   })
   // A table of the demo's own, created as a migration would and dropped at the end.
   const table = `acemq_demo_${suffix()}`
@@ -110,4 +112,15 @@ async function openPostgres(url: string): Promise<Stores> {
       return `dropped table ${table}`
     },
   }
+}
+
+/**
+ * pg emits 'error' when Postgres drops a connection (a restart, a failover); without a
+ * listener that ends the process. With one, claims fail for a moment and the pool reconnects.
+ */
+function survivingRestarts(pool: pg.Pool): pg.Pool {
+  const warn = (error: Error): void => console.warn(`postgres connection lost: ${error.message}`)
+  pool.on('error', warn)
+  pool.on('connect', (client) => client.on('error', warn))
+  return pool
 }

@@ -5,7 +5,7 @@ import { KyselyIdempotencyStore, idempotencyMigration } from '@acemq/store-kysel
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const table = process.env.IDEMPOTENCY_TABLE ?? 'acemq_idempotency_example'
 const db = new Kysely<Record<string, never>>({
-  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url }) }),
+  dialect: new PostgresDialect({ pool: survivingRestarts(new pg.Pool({ connectionString: url })) }),
 })
 
 // Your migrations, with the idempotency table among them. (The migrator's own bookkeeping
@@ -48,4 +48,15 @@ function report(step: string, { error, results }: MigrationResultSet): void {
     console.log(`${step}: ${result.migrationName} ${result.direction} ${result.status}`)
   }
   if (error !== undefined) throw error
+}
+
+/**
+ * pg emits 'error' when Postgres drops a connection (a restart, a failover); without a
+ * listener that ends the process. With one, claims fail for a moment and the pool reconnects.
+ */
+function survivingRestarts(pool: pg.Pool): pg.Pool {
+  const warn = (error: Error): void => console.warn(`postgres connection lost: ${error.message}`)
+  pool.on('error', warn)
+  pool.on('connect', (client) => client.on('error', warn))
+  return pool
 }

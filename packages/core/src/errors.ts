@@ -92,10 +92,16 @@ export class UnroutableError extends AceMqError {
  * ```
  */
 export class PublishFailedError extends AceMqError {
-  constructor(message: string, options: { readonly cause?: unknown } = {}) {
+  constructor(message: string, options: { readonly cause?: unknown; readonly code?: string } = {}) {
     super(message, { code: 'ACEMQ_PUBLISH_FAILED', ...options })
   }
 }
+
+/**
+ * The code of a {@link PublishFailedError} for a message the client cannot encode at all (a
+ * header value it cannot write, a property too long): sending it again can never work.
+ */
+export const UNENCODABLE = 'ACEMQ_UNENCODABLE'
 
 /**
  * Thrown by a handler to say "never retry this": the message goes to `{queue}.dlq` with the

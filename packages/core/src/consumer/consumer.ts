@@ -2,9 +2,23 @@ import type { AsyncLocalStorage } from 'node:async_hooks'
 import type { CodecRegistry } from '../codec/codec-registry.js'
 import { DEFAULT_DRAIN_TIMEOUT, HANDLER_ABANDON_TIMEOUT } from '../constants.js'
 import { toMillis, type Duration } from '../duration.js'
-import { envelopeAge, readEnvelope, writeEnvelope, type Envelope } from '../envelope/envelope.js'
-import { FatalError, UnroutableError, describeError } from '../errors.js'
-import { claimWith } from '../idempotency/idempotency-store.js'
+import {
+  MAX_ID_BYTES,
+  envelopeAge,
+  readEnvelope,
+  writeEnvelope,
+  type Envelope,
+} from '../envelope/envelope.js'
+import {
+  AceMqError,
+  ConfigurationError,
+  FatalError,
+  UNENCODABLE,
+  UnroutableError,
+  describeError,
+} from '../errors.js'
+import { claimWith, type IdempotencyStore } from '../idempotency/idempotency-store.js'
+import { assertIdempotencyKey } from '../idempotency/store-validation.js'
 import { sleep } from '../internal/timers.js'
 import { deadLetterQueueName, parkedQueueName, rungQueueName } from '../retry/queue-names.js'
 import type { ConsumeOutcome, Instrumentation, ProcessScope } from '../telemetry/instrumentation.js'
@@ -292,10 +306,21 @@ export class ConsumerEngine<T> implements Consumer {
 
     const store = this.#options.store
     if (store !== undefined) {
+      try {
+        assertIdempotencyKey(envelope.id)
+      } catch (error) {
+        // No store can ever claim it: asking again would put it back for ever.
+        const reason = `invalid message id: ${describeError(error)}`
+        return this.#setAside(task, envelope, headers, 'parked', reason, scope)
+      }
       let claim
       try {
         claim = await claimWith(store, envelope.id)
       } catch (error) {
+        if (error instanceof ConfigurationError) {
+          const reason = `the idempotency store refused the message id: ${describeError(error)}`
+          return this.#setAside(task, envelope, headers, 'parked', reason, scope)
+        }
         // The store could not answer: nothing ran, so put the message back unchanged and
         // ask again later. It is never acked unhandled, and spends no attempt.
         this.#host.reportError(
@@ -342,13 +367,7 @@ export class ConsumerEngine<T> implements Consumer {
 
     if (store !== undefined) {
       if (result.kind === 'accept') {
-        // The work is done: a confirm that fails leaves a lease that expires, which is
-        // better than handing finished work back to the queue.
-        await store
-          .confirm(envelope.id)
-          .catch((error: unknown) =>
-            this.#host.reportError(error, `could not confirm message ${envelope.id}`),
-          )
+        await this.#confirm(store, envelope.id)
       } else {
         // A release that fails leaves the claim to expire; the retry waits as in progress.
         await store
@@ -359,6 +378,27 @@ export class ConsumerEngine<T> implements Consumer {
       }
     }
     return this.#settle(task, envelope, headers, result, scope)
+  }
+
+  /**
+   * Records the work as done. A confirm that fails is tried again a few times: an id left
+   * unconfirmed becomes claimable once its lease runs out, and a second copy of the message
+   * (a publisher that resent after a lost confirm) would then run the handler again. If it
+   * still fails the message is acked all the same — the work is done — and reported.
+   */
+  async #confirm(store: IdempotencyStore, id: string): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await store.confirm(id)
+        return
+      } catch (error) {
+        const wait = CONFIRM_RETRY_DELAYS_MS[attempt]
+        if (wait === undefined || !(await sleep(wait, this.#host.closingSignal))) {
+          this.#host.reportError(error, `could not confirm message ${id}`)
+          return
+        }
+      }
+    }
   }
 
   async #runHandler(
@@ -450,7 +490,8 @@ export class ConsumerEngine<T> implements Consumer {
       firstSeen: envelope.firstSeen ?? Date.now(),
       error: undefined,
     }
-    if (!(await this.#move(task, target, next, headers, undefined))) return 'released'
+    const moved = await this.#move(task, target, next, headers, undefined)
+    if (moved !== 'moved') return moved
     scope?.retried(delayMs, target !== this.queue)
     return 'retried'
   }
@@ -473,7 +514,8 @@ export class ConsumerEngine<T> implements Consumer {
       firstSeen: envelope.firstSeen ?? Date.now(),
       error: undefined,
     }
-    if (!(await this.#move(task, this.queue, copy, headers, undefined))) return 'released'
+    const moved = await this.#move(task, this.queue, copy, headers, undefined)
+    if (moved !== 'moved') return moved
     if (outcome === 'retried') scope?.retried(delayMs, false)
     return outcome
   }
@@ -488,17 +530,20 @@ export class ConsumerEngine<T> implements Consumer {
   ): Promise<Settled> {
     const target =
       outcome === 'parked' ? parkedQueueName(this.queue) : deadLetterQueueName(this.queue)
-    if (!(await this.#move(task, target, envelope, headers, reason))) return 'released'
+    const moved = await this.#move(task, target, envelope, headers, reason)
+    if (moved !== 'moved') return moved
     scope?.setAside(outcome, target, reason)
     return outcome
   }
 
   /**
    * Republishes a copy to `target` through the default exchange, mandatory and persistent,
-   * and acks the original only once the broker has confirmed and routed the copy. Any failure
-   * hands the original back with requeue: nothing is ever lost to a failed move. The publish
-   * is tied to the connection's lifetime, not the handler's signal, so a message given up on
-   * during shutdown still reaches its dead-letter queue.
+   * and acks the original only once the broker has confirmed and routed the copy. A failure
+   * that may pass hands the original back with requeue: nothing is ever lost to a failed
+   * move. A copy that can never be written as it is (a header the client cannot encode) is
+   * parked instead, without its application headers, so it does not come back for ever. The
+   * publish is tied to the connection's lifetime, not the handler's signal, so a message given
+   * up on during shutdown still reaches its dead-letter queue.
    */
   async #move(
     task: DeliveryTask,
@@ -506,22 +551,23 @@ export class ConsumerEngine<T> implements Consumer {
     envelope: Envelope,
     headers: Headers,
     error: string | undefined,
-  ): Promise<boolean> {
+  ): Promise<'moved' | 'parked' | 'released'> {
     const { delivery } = task
     try {
-      await this.#host.transport.publish(
-        {
-          exchange: '',
-          routingKey: target,
-          body: delivery.body,
-          headers: writeEnvelope(envelope, headers, error === undefined ? undefined : { error }),
-          properties: republishedProperties(delivery.properties, envelope.id),
-          persistent: true,
-          mandatory: true,
-        },
-        { whenBlocked: 'wait', signal: this.#host.closingSignal },
-      )
-    } catch (failure) {
+      await this.#publishCopy(delivery, target, envelope, headers, error)
+    } catch (first) {
+      let failure = first
+      if (isPermanent(failure) && !task.abandoned) {
+        const parked = parkedQueueName(this.queue)
+        const reason = `could not republish to '${target}' as it is (${describeError(failure)}); its application headers were dropped${error === undefined ? '' : `: ${error}`}`
+        try {
+          await this.#publishCopy(delivery, parked, envelope, {}, reason)
+          delivery.ack()
+          return 'parked'
+        } catch (second) {
+          failure = second
+        }
+      }
       this.#host.reportError(
         failure,
         `could not move message ${envelope.id} to '${target}'; it goes back to '${this.queue}'`,
@@ -529,14 +575,43 @@ export class ConsumerEngine<T> implements Consumer {
       if (failure instanceof UnroutableError && target.startsWith(`${this.queue}.retry.`)) {
         this.#host.instrumentation?.rungMissing?.(this.queue, target)
       }
-      if (task.abandoned) return false
+      if (task.abandoned) return 'released'
       await sleep(FAILED_MOVE_BACKOFF_MS, this.#waits.signal)
       delivery.nack(true)
-      return false
+      return 'released'
     }
     if (!task.abandoned) delivery.ack()
-    return true
+    return 'moved'
   }
+
+  #publishCopy(
+    delivery: Delivery,
+    target: string,
+    envelope: Envelope,
+    headers: Headers,
+    error: string | undefined,
+  ): Promise<void> {
+    return this.#host.transport.publish(
+      {
+        exchange: '',
+        routingKey: target,
+        body: delivery.body,
+        headers: writeEnvelope(envelope, headers, error === undefined ? undefined : { error }),
+        properties: republishedProperties(delivery.properties, envelope.id),
+        persistent: true,
+        mandatory: true,
+      },
+      { whenBlocked: 'wait', signal: this.#host.closingSignal },
+    )
+  }
+}
+
+/** A failure that sending the same copy again can never fix. */
+function isPermanent(error: unknown): boolean {
+  return (
+    error instanceof ConfigurationError ||
+    (error instanceof AceMqError && error.code === UNENCODABLE)
+  )
 }
 
 const ACCEPT: AckResult = Object.freeze({ kind: 'accept' })
@@ -544,15 +619,19 @@ const ACCEPT: AckResult = Object.freeze({ kind: 'accept' })
 /**
  * The properties a copy keeps: the original's, less `expiration` (a copy waits by its
  * queue's rules, not the first publish's) and `userId` (the broker checks it against the
- * connection's user), with the message id set to the envelope's.
+ * connection's user), with the message id set to the envelope's when it fits.
  */
 function republishedProperties(
   properties: MessageProperties,
   messageId: string,
 ): MessageProperties {
-  const { expiration: _expiration, userId: _userId, ...kept } = properties
-  return { ...kept, messageId }
+  const { expiration: _expiration, userId: _userId, messageId: _messageId, ...kept } = properties
+  // An id longer than AMQP's message-id can hold still travels in x-acemq-id.
+  return Buffer.byteLength(messageId) <= MAX_ID_BYTES ? { ...kept, messageId } : kept
 }
+
+/** How long to wait before each retry of a failed confirm. */
+const CONFIRM_RETRY_DELAYS_MS = [100, 500, 2_000] as const
 
 /** Resolves true when `promise` settles within `ms`, false otherwise. */
 export async function waitFor(promise: Promise<unknown>, ms: number): Promise<boolean> {

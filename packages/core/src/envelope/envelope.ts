@@ -132,6 +132,20 @@ function checkString(value: unknown, field: string): string | undefined {
   return value
 }
 
+/** The id is also the AMQP `message-id`, a short string: at most 255 UTF-8 bytes. */
+function checkId(value: unknown): string | undefined {
+  const id = checkString(value, 'id')
+  if (id !== undefined && Buffer.byteLength(id) > MAX_ID_BYTES) {
+    throw new ConfigurationError(
+      `envelope.id must be at most ${MAX_ID_BYTES} bytes of UTF-8 (it is also the AMQP message-id); got ${Buffer.byteLength(id)} bytes`,
+    )
+  }
+  return id
+}
+
+/** The longest id: the AMQP `message-id` property is a short string. */
+export const MAX_ID_BYTES = 255
+
 function checkCount(value: unknown, field: string): number | undefined {
   if (value === undefined) return undefined
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > INT32_MAX) {
@@ -169,7 +183,7 @@ export function createEnvelope(
   init: EnvelopeInit | undefined,
   defaults: { readonly routingKey: string; readonly origin?: string; readonly now?: number },
 ): Envelope {
-  const id = checkString(init?.id, 'id') ?? randomUUID()
+  const id = checkId(init?.id) ?? randomUUID()
   // A fanout publish may have an empty routing key; its type is then empty and not written.
   const type =
     checkString(init?.type, 'type') ??

@@ -8,8 +8,8 @@ const LONE_SURROGATE = /[\uD800-\uDFFF]/u
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/
 
 /**
- * Refuses an idempotency key that is not non-empty UTF-8 text (no NUL, no lone surrogate),
- * so every store keys on the same text and a bad id never reaches a database. For store
+ * Refuses an idempotency key that is not non-empty UTF-8 text (no NUL, no lone surrogate) of
+ * at most 255 bytes, so every store keys on the same text and a bad id never reaches a database. For store
  * authors.
  *
  * @example
@@ -28,7 +28,15 @@ export function assertIdempotencyKey(id: unknown): asserts id is string {
       `id must be valid UTF-8 text without NUL characters; got ${JSON.stringify(id)}`,
     )
   }
+  if (Buffer.byteLength(id) > MAX_KEY_BYTES) {
+    throw new ConfigurationError(
+      `id must be at most ${MAX_KEY_BYTES} bytes of UTF-8, as a message id is; got ${Buffer.byteLength(id)} bytes`,
+    )
+  }
 }
+
+/** The longest idempotency key: a message id, which AMQP caps at 255 bytes. */
+const MAX_KEY_BYTES = 255
 
 /**
  * Checks an SQL table name — letters, digits and `_`, at most 63, optionally `schema.table`,

@@ -1,5 +1,5 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib'
-import { PublishFailedError, UnroutableError, describeError } from '@acemq/core'
+import { PublishFailedError, UNENCODABLE, UnroutableError, describeError } from '@acemq/core'
 import type { MessageProperties, OutgoingMessage } from '@acemq/core'
 
 interface PendingPublish {
@@ -157,9 +157,12 @@ export class ConfirmPublisher {
         (error: unknown) => this.#confirmed(pending, error),
       )
     } catch (error) {
+      // amqplib throws TypeError or RangeError for what it cannot encode (a header value,
+      // a property too long): that message can never be sent as it is.
+      const unencodable = error instanceof TypeError || error instanceof RangeError
       throw new PublishFailedError(
         `the message for exchange '${message.exchange || '(default)'}', routing key '${message.routingKey}' could not be written to ${this.#description}: ${describeError(error)}`,
-        { cause: error },
+        unencodable ? { cause: error, code: UNENCODABLE } : { cause: error },
       )
     }
     this.#pending.add(pending)

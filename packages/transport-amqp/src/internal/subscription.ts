@@ -37,6 +37,62 @@ const PROPERTY_NAMES = [
   'priority',
 ] as const satisfies readonly (keyof MessageProperties)[]
 
+/**
+ * amqplib decodes every numeric field type to a JS number, and guesses a width when writing
+ * one back: a large double (2^50 + 0.5), or a timestamp near 2^64 rounded up as it is read,
+ * cannot be written again, so a retry or dead-letter copy would fail for ever. Only such values
+ * are handed over as typed doubles, which write back; other headers are returned as they are.
+ */
+export function writableHeaders(headers: Headers): Headers {
+  let copy: Headers | undefined
+  for (const key in headers) {
+    const value = headers[key]
+    const fixed = writableValue(value)
+    if (fixed !== value) {
+      copy ??= { ...headers }
+      copy[key] = fixed
+    }
+  }
+  return copy ?? headers
+}
+
+const TWO_POW_50 = 2 ** 50
+const TWO_POW_63 = 2 ** 63
+const TWO_POW_64 = 2 ** 64
+
+function writableValue(value: unknown): unknown {
+  if (typeof value === 'number') {
+    // amqplib writes a number below 2^63 that is whole, or at least 2^50, as a 64-bit integer:
+    // a fraction there, or anything below -2^63, cannot be written that way.
+    const unwritable = Number.isInteger(value)
+      ? value < -TWO_POW_63
+      : Math.abs(value) >= TWO_POW_50 && value < TWO_POW_63
+    return unwritable ? { '!': 'double', value } : value
+  }
+  if (Array.isArray(value)) {
+    let changed = false
+    const items = value.map((item) => {
+      const fixed = writableValue(item)
+      if (fixed !== item) changed = true
+      return fixed
+    })
+    return changed ? items : value
+  }
+  if (typeof value === 'object' && value !== null && !Buffer.isBuffer(value)) {
+    if ('!' in value) {
+      // A timestamp is read as a number, rounded: one near 2^64 reads back out of range.
+      const typed = value as { readonly '!': unknown; readonly value: unknown }
+      const n = typed.value
+      if (typed['!'] === 'timestamp' && typeof n === 'number' && !(n >= 0 && n < TWO_POW_64)) {
+        return { '!': 'double', value: n }
+      }
+      return value
+    }
+    return writableHeaders(value as Headers)
+  }
+  return value
+}
+
 function readProperties(message: ConsumeMessage): MessageProperties {
   const properties: Record<string, unknown> = {}
   const source = message.properties as unknown as Record<string, unknown>
@@ -67,7 +123,7 @@ class AmqpDelivery implements Delivery {
     this.#lease = lease
     this.#message = message
     this.body = message.content
-    this.headers = (message.properties.headers ?? {}) as Headers
+    this.headers = writableHeaders((message.properties.headers ?? {}) as Headers)
     this.properties = readProperties(message)
     this.exchange = message.fields.exchange
     this.routingKey = message.fields.routingKey

@@ -18,15 +18,33 @@ export async function rabbitmqctl(...args: string[]): Promise<string> {
   return stdout
 }
 
+/** The process holding the lock, if it wrote its pid and is still alive. */
+function holderIsGone(): boolean {
+  try {
+    const pid = Number(fs.readFileSync(path.join(LOCK, 'pid'), 'utf8'))
+    if (!Number.isInteger(pid) || pid <= 0) return false
+    try {
+      process.kill(pid, 0)
+      return false
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code === 'ESRCH'
+    }
+  } catch {
+    // No pid written (yet, or by an older holder): fall back to the lock's age.
+    return Date.now() - fs.statSync(LOCK).mtimeMs > STALE_LOCK_MS
+  }
+}
+
 async function acquire(): Promise<void> {
   for (;;) {
     try {
       fs.mkdirSync(LOCK)
+      fs.writeFileSync(path.join(LOCK, 'pid'), String(process.pid))
       return
     } catch {
       try {
-        if (Date.now() - fs.statSync(LOCK).mtimeMs > STALE_LOCK_MS)
-          fs.rmSync(LOCK, { recursive: true, force: true })
+        // A holder that died (a killed test run) leaves its lock behind: take it over.
+        if (holderIsGone()) fs.rmSync(LOCK, { recursive: true, force: true })
       } catch {
         // Someone else removed it first.
       }
@@ -62,4 +80,51 @@ export async function clearMemoryAlarm(): Promise<void> {
 /** Drops every client connection, as a broker restart or a network cut would. */
 export async function closeAllConnections(reason = 'acemq fault test'): Promise<void> {
   await rabbitmqctl('close_all_connections', reason)
+}
+
+/** How long a suite waits for the broker-fault lock that another run holds. */
+export const LOCK_WAIT_TIMEOUT = 300_000
+
+/** The broker-fault lock, held until {@link HeldLock.release}. */
+export interface HeldLock {
+  /** How long it took to get the lock. */
+  readonly waitedMs: number
+  release(): Promise<void>
+}
+
+/**
+ * Takes the broker-fault lock and holds it until released: for a suite that publishes and
+ * counts for its whole run (a memory alarm raised elsewhere would turn its publishes into
+ * refusals), or a fault run that injects many faults and wants no other fault in between.
+ * Throws when the lock is not free within `timeoutMs`.
+ */
+export async function holdBrokerFaultLock(timeoutMs = LOCK_WAIT_TIMEOUT): Promise<HeldLock> {
+  const asked = Date.now()
+  let acquired!: () => void
+  let release!: () => void
+  const isAcquired = new Promise<boolean>((resolve) => (acquired = () => resolve(true)))
+  const released = new Promise<void>((resolve) => (release = resolve))
+  const held = withBrokerFault(async () => {
+    acquired()
+    await released
+  })
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timedOut = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs)
+  })
+  const won = await Promise.race([isAcquired, timedOut])
+  clearTimeout(timer)
+  if (!won) {
+    release()
+    throw new Error(
+      `the broker-fault lock was not free within ${timeoutMs} ms: another test run or benchmark holds it`,
+    )
+  }
+  return {
+    waitedMs: Date.now() - asked,
+    async release() {
+      release()
+      await held
+    },
+  }
 }

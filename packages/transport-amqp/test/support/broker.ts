@@ -1,5 +1,8 @@
 import net from 'node:net'
-import { rabbitmqctl, withBrokerFault } from '../../../../test-support/broker-faults.js'
+import {
+  holdBrokerFaultLock as holdLock,
+  rabbitmqctl,
+} from '../../../../test-support/broker-faults.js'
 import { AMQP_URL } from '../../../../test-support/services.js'
 
 /** A queue as `rabbitmqctl list_queues --formatter json` shows it: arguments keep their AMQP types. */
@@ -194,8 +197,7 @@ export function fieldTag(key: string, tag: string): Buffer {
   return Buffer.concat([Buffer.from([Buffer.byteLength(key)]), Buffer.from(key), Buffer.from(tag)])
 }
 
-/** How long a suite's `beforeAll` may wait for the broker-fault lock (other suites hold it). */
-export const LOCK_WAIT_TIMEOUT = 300_000
+export { LOCK_WAIT_TIMEOUT } from '../../../../test-support/broker-faults.js'
 
 /**
  * Holds the shared broker-fault lock until the returned function is called. Suites that
@@ -203,17 +205,6 @@ export const LOCK_WAIT_TIMEOUT = 300_000
  * test running at the same time (another package, another engineer) cannot block them.
  */
 export async function holdBrokerFaultLock(): Promise<() => Promise<void>> {
-  let acquired!: () => void
-  let release!: () => void
-  const isAcquired = new Promise<void>((resolve) => (acquired = resolve))
-  const released = new Promise<void>((resolve) => (release = resolve))
-  const held = withBrokerFault(async () => {
-    acquired()
-    await released
-  })
-  await isAcquired
-  return async () => {
-    release()
-    await held
-  }
+  const lock = await holdLock()
+  return () => lock.release()
 }

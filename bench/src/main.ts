@@ -30,6 +30,13 @@ function log(line: string): void {
 const started = Date.now()
 
 async function main(): Promise<void> {
+  if (process.env['BENCH_RENDER'] === '1') {
+    // Re-render BENCHMARKS.md from results/latest.json without measuring anything.
+    const report = JSON.parse(fs.readFileSync(path.join(RESULTS, 'latest.json'), 'utf8')) as Report
+    writeMarkdown(BENCHMARKS_MD, resultsMarkdown(report), SKELETON)
+    log(`rendered ${path.relative(process.cwd(), BENCHMARKS_MD)} from results/latest.json`)
+    return
+  }
   const selected = selectedComparisons()
   const forced = forcedProfiles()
   const runSizes = sizes()
@@ -91,6 +98,7 @@ async function main(): Promise<void> {
     machine,
     sizes: runSizes,
     seconds: (Date.now() - started) / 1000,
+    ran: comparisons.map((c) => c.id),
     comparisons: [...kept, ...comparisons].sort(
       (a, b) => order.indexOf(a.id) - order.indexOf(b.id),
     ),

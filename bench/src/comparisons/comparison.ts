@@ -55,17 +55,26 @@ export async function withFilledQueue<T>(
   }
 }
 
-/** A warm-up queue and a measured queue, filled, for the time of `fn`. */
-export function withWarmupAndMain<T>(
+/** A warm-up queue and a measured queue, filled (both at once), for the time of `fn`. */
+export async function withWarmupAndMain<T>(
   admin: Admin,
   what: string,
   warmup: number,
   count: number,
   fn: (warmupQueue: string, queue: string) => Promise<T>,
 ): Promise<T> {
-  return withFilledQueue(admin, `${what}-warm`, warmup, (warmupQueue) =>
-    withFilledQueue(admin, `${what}-main`, count, (queue) => fn(warmupQueue, queue)),
-  )
+  const warmupQueue = await admin.queue(`${what}-warm`)
+  try {
+    const queue = await admin.queue(`${what}-main`)
+    try {
+      await Promise.all([admin.fill(warmupQueue, warmup), admin.fill(queue, count)])
+      return await fn(warmupQueue, queue)
+    } finally {
+      await admin.remove(queue)
+    }
+  } finally {
+    await admin.remove(warmupQueue)
+  }
 }
 
 /** Whether to profile the `@acemq` side of a comparison, given whether its targets were met. */

@@ -332,8 +332,13 @@ async function closeSection(context: RunContext): Promise<Section> {
           worker: `close:${variant}`,
           params: { queue: queue, handlerMs, after } satisfies CloseParams,
         })
-        // Every message is either acked (handled) or back in the queue: nothing lost, nothing doubled.
-        const ready = await admin.depth(queue)
+        // Every message is either acked (handled) or back in the queue: nothing lost, nothing
+        // doubled. A loaded broker may still be putting the last ones back: look for up to 5 s.
+        let ready = await admin.depth(queue)
+        for (let waited = 0; ready + result.handled !== backlog && waited < 5_000; waited += 100) {
+          await sleep(100)
+          ready = await admin.depth(queue)
+        }
         if (ready + result.handled !== backlog) {
           lost.push(
             `${variant}: ${result.handled} handled + ${ready} back in the queue ≠ ${backlog}`,

@@ -93,12 +93,12 @@ export function sizes(): Sizes {
   }
   return {
     rounds,
-    warmup: 3_000,
+    warmup: 2_000,
     consume: 20_000,
     publish: 20_000,
     publishWindow: 1_000,
     publishRascal: 5_000,
-    idempotentMemory: 20_000,
+    idempotentMemory: 10_000,
     idempotentSqlite: 10_000,
     idempotentPostgres: 6_000,
     postgresConcurrency: 20,

@@ -10,6 +10,8 @@ export interface Report {
   readonly machine: Machine
   readonly sizes: object
   readonly seconds: number
+  /** The comparisons this run measured; the others were kept from an earlier run. */
+  readonly ran: readonly string[]
   readonly comparisons: readonly (ComparisonResult & { readonly ranAt: string })[]
 }
 
@@ -72,6 +74,12 @@ function profileMarkdown(profile: ProfileResult): string[] {
   return lines
 }
 
+function describeRun(report: Report): string {
+  const kept = report.comparisons.filter((c) => !report.ran.includes(c.id))
+  if (kept.length === 0) return ''
+  return `The last run measured ${report.ran.join(' and ')} (\`BENCH_ONLY\`); ${kept.map((c) => `${c.id} is from ${c.ranAt}`).join(', ')}.`
+}
+
 /** The generated part of BENCHMARKS.md. */
 export function resultsMarkdown(report: Report): string {
   const m = report.machine
@@ -84,13 +92,13 @@ export function resultsMarkdown(report: Report): string {
     '',
     '## Results',
     '',
-    `Run ${report.generatedAt} on commit \`${m.commit}\`${m.uncommitted.length === 0 ? '' : ` plus uncommitted changes others were making in the shared tree to ${m.uncommitted.map((f) => `\`${f}\``).join(', ')}`}, ${Math.round(report.seconds)} s in all.`,
+    `${describeRun(report)} Last run ${report.generatedAt} on commit \`${m.commit}\`${m.uncommitted.length === 0 ? '' : ` plus uncommitted changes others were making in the shared tree to ${m.uncommitted.map((f) => `\`${f}\``).join(', ')}`}, ${Math.round(report.seconds)} s in all.`,
     '',
     '| comparison | target | median | met |',
     '|---|---|--:|---|',
     ...checks.map(
       ({ c, s, check }) =>
-        `| ${c.title} — ${s.title} | ${check.op === '>=' ? '≥' : '≤'} ${check.target} | ${fmt(check.ratio)} | ${check.met ? '✅' : '❌'} |`,
+        `| ${c.title} — ${s.title} | ${check.op === '>=' ? '≥' : '≤'} ${check.target} | ${check.ratio.toFixed(4)} | ${check.met ? '✅' : '❌'} |`,
     ),
     '',
     '### Machine',

@@ -80,7 +80,8 @@ export const jsonCodec: Codec<unknown> = Object.freeze({
     if (text === undefined) {
       throw new ConfigurationError(`payload cannot be encoded as JSON: got ${kindOf(value)}`)
     }
-    return encoder.encode(text)
+    // A Buffer is a Uint8Array; transports that want a Buffer then need no copy.
+    return Buffer.from(text, 'utf8')
   },
   decode(body: Uint8Array): unknown {
     if (body.length === 0) {

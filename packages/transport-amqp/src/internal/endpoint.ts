@@ -114,6 +114,10 @@ export function resolveEndpoint(target: AmqpConnectTarget, settings: EndpointSet
       return {
         target: build(),
         socketOptions: {
+          // Nagle's algorithm holds a write behind an unacknowledged one: a channel.close
+          // after a nack (for which the broker sends nothing back) then waited ~40 ms for
+          // the delayed TCP ACK on every close. An explicit noDelay: false still wins.
+          noDelay: true,
           ...base,
           timeout: settings.connectTimeoutMs,
           clientProperties: {

@@ -492,7 +492,8 @@ export class AceMq implements AsyncDisposable {
       },
       taskFinished: () => {
         this.#inFlight--
-        for (const check of [...this.#idleWaiters]) check()
+        // Only a drain is ever waiting: skip the copy on every other message.
+        if (this.#idleWaiters.size > 0) for (const check of [...this.#idleWaiters]) check()
       },
       consumerClosed: (consumer) => {
         this.#consumers.delete(consumer)

@@ -246,7 +246,8 @@ export class ConsumerEngine<T> implements Consumer {
     void this.#process(task).finally(() => {
       this.#running.delete(task)
       this.#host.taskFinished()
-      for (const check of [...this.#idleWaiters]) check()
+      // Only a drain or close is ever waiting: skip the copy on every other message.
+      if (this.#idleWaiters.size > 0) for (const check of [...this.#idleWaiters]) check()
       if (this.#closeChannelWhenIdle && this.#running.size === 0) void this.closeChannel()
       else this.pump()
     })

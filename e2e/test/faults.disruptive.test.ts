@@ -10,7 +10,11 @@ import {
 import { requirePostgres, requireRabbit } from '../../test-support/services.js'
 import { printAccounting } from './accounting.js'
 import { BrokerVhost } from './broker-vhost.js'
-import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock, type HeldLock } from './fault-lock.js'
+import {
+  LOCK_WAIT_TIMEOUT,
+  holdBrokerFaultLock,
+  type HeldLock,
+} from '../../test-support/broker-faults.js'
 import { NumberedPublisher } from './numbered-publisher.js'
 import { ensurePostgresRunning, hasLocalPostgres, restartPostgres } from './postgres-faults.js'
 import { effectsDatabase, startProgram, type Child, type EffectsDatabase } from './support.js'

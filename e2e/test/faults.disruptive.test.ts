@@ -3,18 +3,16 @@ import { RetryPolicy, Topology, type AceMq } from '@acemq/core'
 import { createTableSql } from '@acemq/store-kysely'
 import { connect } from '@acemq/transport-amqp'
 import {
+  LOCK_WAIT_TIMEOUT,
   clearMemoryAlarm,
+  holdBrokerFaultLock,
   rabbitmqctl,
   raiseMemoryAlarm,
+  type HeldLock,
 } from '../../test-support/broker-faults.js'
 import { requirePostgres, requireRabbit } from '../../test-support/services.js'
 import { printAccounting } from './accounting.js'
 import { BrokerVhost } from './broker-vhost.js'
-import {
-  LOCK_WAIT_TIMEOUT,
-  holdBrokerFaultLock,
-  type HeldLock,
-} from '../../test-support/broker-faults.js'
 import { NumberedPublisher } from './numbered-publisher.js'
 import { ensurePostgresRunning, hasLocalPostgres, restartPostgres } from './postgres-faults.js'
 import { effectsDatabase, startProgram, type Child, type EffectsDatabase } from './support.js'

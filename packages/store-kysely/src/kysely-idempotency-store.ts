@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { sql, type QueryResult, type RawBuilder } from 'kysely'
+import { sql, type QueryExecutor, type QueryResult } from 'kysely'
 import {
   AceMqError,
   ClosedError,
@@ -24,6 +24,7 @@ import {
   parseTableName,
   positiveMillis,
 } from './internal/validate.js'
+import { prepare, type Prepared } from './internal/prepared.js'
 import type { KyselyDatabase } from './kysely-database.js'
 
 /**
@@ -91,7 +92,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   /** How long an unconfirmed claim lives before it may be taken over, in milliseconds. */
   readonly claimTimeout: number
 
-  readonly #db: KyselyDatabase
+  readonly #sql: Statements
   readonly #purgeEvery: number
   readonly #purgeBatchSize: number
   readonly #now: () => number
@@ -135,10 +136,11 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     this.#onError = fn(options.onError ?? warn, 'onError')
     this.dialect = options.dialect === undefined ? detectDialect(db) : checkDialect(options.dialect)
     // The store's SQL must not be rewritten by the caller's plugins (CamelCasePlugin would
-    // rename the columns it reads back).
-    // Built once: a plugin-less executor per statement cost a few µs on every message.
-    const executor = db.getExecutor().withoutPlugins()
-    this.#db = { getExecutor: () => executor }
+    // rename the columns it reads back), and is compiled once: building each statement anew
+    // cost ~24 µs of CPU per message (BENCHMARKS.md).
+    this.#sql = statements(db.getExecutor().withoutPlugins(), this.table, this.dialect, {
+      purgeBatchSize: this.#purgeBatchSize,
+    })
   }
 
   /**
@@ -218,15 +220,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     assertId(id)
     this.#assertOpen()
     const owner = this.#owned.get(id) ?? randomUUID()
-    const now = this.#now()
-    const t = sql.table(this.table)
-    const values = sql`(${id}, ${owner}, ${now}, ${this.#true}, ${now})`
-    const columns = sql`(id, owner, claimed_at, confirmed, confirmed_at)`
-    const upsert =
-      this.dialect === 'mysql'
-        ? sql`insert into ${t} ${columns} values ${values} on duplicate key update confirmed = ${this.#true}, confirmed_at = ${now}`
-        : sql`insert into ${t} ${columns} values ${values} on conflict (id) do update set confirmed = ${this.#true}, confirmed_at = ${now}`
-    affected(await upsert.execute(this.#db), 'confirm')
+    affected(await this.#sql.confirm({ id, owner, now: this.#now() }), 'confirm')
     this.#owned.delete(id)
   }
 
@@ -245,9 +239,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     this.#assertOpen()
     const owner = this.#owned.get(id)
     if (owner === undefined) return
-    await sql`delete from ${sql.table(this.table)} where id = ${id} and owner = ${owner} and confirmed = ${this.#false}`.execute(
-      this.#db,
-    )
+    await this.#sql.release({ id, owner })
     this.#owned.delete(id)
   }
 
@@ -301,27 +293,15 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     await this.close()
   }
 
-  get #true(): RawBuilder<unknown> {
-    return sql.raw(this.dialect === 'sqlite' ? '1' : 'true')
-  }
-
-  get #false(): RawBuilder<unknown> {
-    return sql.raw(this.dialect === 'sqlite' ? '0' : 'false')
-  }
-
   /** True when this insert made the row; false only when the primary key already had it. */
   async #insert(id: string, owner: string, now: number): Promise<boolean> {
-    const t = sql.table(this.table)
-    const insert = sql`insert into ${t} (id, owner, claimed_at, confirmed, confirmed_at) values (${id}, ${owner}, ${now}, ${this.#false}, null)`
     if (this.dialect !== 'mysql') {
-      return (
-        affected(await sql`${insert} on conflict (id) do nothing`.execute(this.#db), 'claim') === 1
-      )
+      return affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
     }
     // INSERT IGNORE would also swallow NOT NULL, truncation and trigger errors: only the
     // duplicate key may mean "taken".
     try {
-      return affected(await insert.execute(this.#db), 'claim') === 1
+      return affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
     } catch (error) {
       if (isDuplicateKey(error)) return false
       throw error
@@ -329,11 +309,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   }
 
   async #read(id: string): Promise<Row | undefined> {
-    const { rows } = await sql<
-      Record<string, unknown>
-    >`select owner, claimed_at, confirmed, confirmed_at from ${sql.table(this.table)} where id = ${id}`.execute(
-      this.#db,
-    )
+    const { rows } = await this.#sql.read({ id })
     const raw = rows[0]
     if (raw === undefined) return undefined
     const claimedAt = toNumber(raw['claimed_at'], 'claimed_at')
@@ -350,36 +326,34 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
 
   /** Takes over a stale claim; only the racer whose update still finds it stale wins. */
   async #takeOver(id: string, owner: string, staleOwner: string, now: number): Promise<boolean> {
-    const result =
-      await sql`update ${sql.table(this.table)} set owner = ${owner}, claimed_at = ${now} where id = ${id} and owner = ${staleOwner} and confirmed = ${this.#false} and claimed_at < ${now - this.claimTimeout}`.execute(
-        this.#db,
-      )
+    const result = await this.#sql.takeOver({
+      id,
+      owner,
+      now,
+      staleOwner,
+      staleBefore: now - this.claimTimeout,
+    })
     return affected(result, 'take over') === 1
   }
 
   /** Claims again an id whose confirmation is past the retention (the row counts as absent). */
   async #reclaim(id: string, owner: string, now: number): Promise<boolean> {
-    const result =
-      await sql`update ${sql.table(this.table)} set owner = ${owner}, claimed_at = ${now}, confirmed = ${this.#false}, confirmed_at = null where id = ${id} and confirmed = ${this.#true} and coalesce(confirmed_at, claimed_at) < ${now - this.retention}`.execute(
-        this.#db,
-      )
+    const result = await this.#sql.reclaim({
+      id,
+      owner,
+      now,
+      expiredBefore: now - this.retention,
+    })
     return affected(result, 'reclaim') === 1
   }
 
   async #purge(): Promise<number> {
     const now = this.#now()
-    const t = sql.table(this.table)
-    const before = now - this.retention
-    const staleBefore = now - Math.max(this.retention, this.claimTimeout)
-    // claimed_at bounds both branches, so the claimed_at index finds the candidates.
-    const expired = sql`claimed_at < ${before} and ((confirmed = ${this.#true} and coalesce(confirmed_at, claimed_at) < ${before}) or (confirmed = ${this.#false} and claimed_at < ${staleBefore}))`
-    const limit = sql.lit(this.#purgeBatchSize)
-    const query =
-      this.dialect === 'mysql'
-        ? sql`delete from ${t} where ${expired} limit ${limit}`
-        : // The outer condition is checked again on rows a concurrent claim just changed.
-          sql`delete from ${t} where id in (select id from ${t} where ${expired} limit ${limit}) and ${expired}`
-    return affected(await query.execute(this.#db), 'purge')
+    const result = await this.#sql.purge({
+      before: now - this.retention,
+      staleBefore: now - Math.max(this.retention, this.claimTimeout),
+    })
+    return affected(result, 'purge')
   }
 
   #maybePurge(): void {
@@ -413,6 +387,73 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
 
   #assertOpen(): void {
     if (this.#closed) throw new ClosedError('the Kysely idempotency store is closed')
+  }
+}
+
+interface Statements {
+  readonly insert: Prepared<'id' | 'owner' | 'now'>
+  readonly read: Prepared<'id', Record<string, unknown>>
+  readonly takeOver: Prepared<'id' | 'owner' | 'now' | 'staleOwner' | 'staleBefore'>
+  readonly reclaim: Prepared<'id' | 'owner' | 'now' | 'expiredBefore'>
+  readonly confirm: Prepared<'id' | 'owner' | 'now'>
+  readonly release: Prepared<'id' | 'owner'>
+  readonly purge: Prepared<'before' | 'staleBefore'>
+}
+
+/** Every statement the store runs, compiled once for its table and dialect. */
+function statements(
+  executor: QueryExecutor,
+  table: string,
+  dialect: IdempotencyDialect,
+  { purgeBatchSize }: { readonly purgeBatchSize: number },
+): Statements {
+  const t = sql.table(table)
+  const yes = sql.raw(dialect === 'sqlite' ? '1' : 'true')
+  const no = sql.raw(dialect === 'sqlite' ? '0' : 'false')
+  const columns = sql`(id, owner, claimed_at, confirmed, confirmed_at)`
+  const mysql = dialect === 'mysql'
+  return {
+    insert: prepare(executor, ['id', 'owner', 'now'], ($) => {
+      const insert = sql`insert into ${t} ${columns} values (${$.id}, ${$.owner}, ${$.now}, ${no}, null)`
+      return mysql ? insert : sql`${insert} on conflict (id) do nothing`
+    }),
+    read: prepare(
+      executor,
+      ['id'],
+      ($) => sql`select owner, claimed_at, confirmed, confirmed_at from ${t} where id = ${$.id}`,
+    ),
+    takeOver: prepare(
+      executor,
+      ['id', 'owner', 'now', 'staleOwner', 'staleBefore'],
+      ($) =>
+        sql`update ${t} set owner = ${$.owner}, claimed_at = ${$.now} where id = ${$.id} and owner = ${$.staleOwner} and confirmed = ${no} and claimed_at < ${$.staleBefore}`,
+    ),
+    reclaim: prepare(
+      executor,
+      ['id', 'owner', 'now', 'expiredBefore'],
+      ($) =>
+        sql`update ${t} set owner = ${$.owner}, claimed_at = ${$.now}, confirmed = ${no}, confirmed_at = null where id = ${$.id} and confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${$.expiredBefore}`,
+    ),
+    confirm: prepare(executor, ['id', 'owner', 'now'], ($) => {
+      const values = sql`values (${$.id}, ${$.owner}, ${$.now}, ${yes}, ${$.now})`
+      return mysql
+        ? sql`insert into ${t} ${columns} ${values} on duplicate key update confirmed = ${yes}, confirmed_at = ${$.now}`
+        : sql`insert into ${t} ${columns} ${values} on conflict (id) do update set confirmed = ${yes}, confirmed_at = ${$.now}`
+    }),
+    release: prepare(
+      executor,
+      ['id', 'owner'],
+      ($) => sql`delete from ${t} where id = ${$.id} and owner = ${$.owner} and confirmed = ${no}`,
+    ),
+    purge: prepare(executor, ['before', 'staleBefore'], ($) => {
+      // claimed_at bounds both branches, so the claimed_at index finds the candidates.
+      const expired = sql`claimed_at < ${$.before} and ((confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${$.before}) or (confirmed = ${no} and claimed_at < ${$.staleBefore}))`
+      const limit = sql.lit(purgeBatchSize)
+      return mysql
+        ? sql`delete from ${t} where ${expired} limit ${limit}`
+        : // The outer condition is checked again on rows a concurrent claim just changed.
+          sql`delete from ${t} where id in (select id from ${t} where ${expired} limit ${limit}) and ${expired}`
+    }),
   }
 }
 

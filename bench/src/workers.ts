@@ -18,9 +18,13 @@ export async function findWorker(name: string): Promise<Worker | undefined> {
     case 'memory':
       return (await import('./comparisons/retry.js')).retry.workers[name]
     case 'experiment':
-      return name === 'experiment:als-consume'
-        ? (await import('./experiments/als-consume.js')).workers[name]
-        : (await import('./experiments/store-overhead.js')).workers[name]
+      if (name === 'experiment:als-consume') {
+        return (await import('./experiments/als-consume.js')).workers[name]
+      }
+      if (name === 'experiment:nodelay-acks') {
+        return (await import('./experiments/nodelay-acks.js')).workers[name]
+      }
+      return (await import('./experiments/store-overhead.js')).workers[name]
     default:
       return undefined
   }

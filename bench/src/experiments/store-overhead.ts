@@ -11,8 +11,6 @@
 // Run: pnpm --filter @acemq/bench exec tsx --conditions=@acemq/source src/experiments/store-overhead.ts
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { randomUUID } from 'node:crypto'
-import fs from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { KyselyIdempotencyStore } from '@acemq/store-kysely'
@@ -23,6 +21,7 @@ import { DATABASE_URL, QUICK } from '../internal/config.js'
 import { collectGarbage, measured, type Measured } from '../internal/profiler.js'
 import { interleave } from '../internal/rounds.js'
 import { fmt, median } from '../internal/stats.js'
+import { runWhenMain, writeResult } from './experiment.js'
 
 const VARIANTS = ['pg', 'pg+als', 'kysely', 'kysely-compiled'] as const
 type Variant = (typeof VARIANTS)[number]
@@ -143,22 +142,10 @@ async function main(): Promise<void> {
         `| ${v} | ${fmt(median(perId(v, 'ms')))} | ${fmt(median(cpu))} | ${cpu.map((x) => fmt(x)).join(', ')} |`,
       )
     }
-    const file = fileURLToPath(new URL('../../results/store-overhead.json', import.meta.url))
-    if (!QUICK) {
-      fs.writeFileSync(
-        file,
-        `${JSON.stringify({ generatedAt: new Date().toISOString(), rounds, count, concurrency: 20, result }, null, 2)}\n`,
-      )
-      console.log(`\nwrote ${file}`)
-    }
+    writeResult('store-overhead', { rounds, count, concurrency: 20, result })
   } finally {
     await client.end()
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  main().catch((error: unknown) => {
-    console.error(error)
-    process.exit(1)
-  })
-}
+runWhenMain(import.meta.url, main)

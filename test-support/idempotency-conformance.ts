@@ -243,6 +243,18 @@ export function idempotencyStoreConformance(name: string, factory: ConformanceFa
       expect(await other.tryClaim(nfd)).toBe('claimed')
     })
 
+    it('keeps ids that differ only in trailing spaces or in case apart', async () => {
+      // A database that pads or folds keys (MySQL's VARCHAR collations ignore trailing
+      // spaces) would answer 'duplicate' for a message that was never handled.
+      const base = `Order-${++seq}`
+      const variants = [base, `${base} `, `${base}  `, base.toLowerCase(), base.toUpperCase()]
+      for (const key of variants) expect(await store.tryClaim(key)).toBe('claimed')
+      for (const key of variants) await store.confirm(key)
+      const other = await fixture.second()
+      for (const key of variants) expect(await other.tryClaim(key)).toBe('duplicate')
+      expect(await other.tryClaim(`${base}   `)).toBe('claimed')
+    })
+
     it('refuses ids that are not non-empty UTF-8 strings, naming the value', async () => {
       const bad: unknown[] = ['', 42, undefined, null, Buffer.from('m-1'), 'a\u0000b', '\ud800x']
       const methods = ['tryClaim', 'claim', 'confirm', 'release', 'isConfirmed'] as const

@@ -6,6 +6,9 @@ export const AMQP_URL = process.env['AMQP_URL'] ?? 'amqp://guest:guest@127.0.0.1
 /** The Postgres the integration tests use; `DATABASE_URL` overrides it. */
 export const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'
 
+/** The MySQL or MariaDB the Kysely store's MySQL tests use; `MYSQL_URL` overrides it. */
+export const MYSQL_URL = process.env['MYSQL_URL'] ?? 'mysql://root@127.0.0.1:3306/test'
+
 function reachable(url: string, defaultPort: number): Promise<boolean> {
   const { hostname, port } = new URL(url)
   return new Promise((resolve) => {
@@ -47,6 +50,11 @@ export function requirePostgres(): Promise<boolean> {
     5432,
     'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start',
   )
+}
+
+/** True when MySQL (or MariaDB) answers; under `CI=true` a missing server throws instead. */
+export function requireMysql(): Promise<boolean> {
+  return requireService('MariaDB', MYSQL_URL, 3306, '/etc/init.d/mariadb start')
 }
 
 /** A name no other test (or earlier run) uses. */

@@ -75,8 +75,10 @@ export function createTableStatements(table: string, dialect: IdempotencyDialect
       return [
         [
           `CREATE TABLE IF NOT EXISTS ${qualified} (`,
-          // A binary collation: ids compare byte for byte, as they do on Postgres and SQLite.
-          `  id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,`,
+          // Bytes, not text: ids compare byte for byte, as they do on Postgres and SQLite. A
+          // VARCHAR, even under utf8mb4_bin, pads: 'order-1 ' would collide with 'order-1'
+          // and be acked as its duplicate. 255 bytes is the longest id the store accepts.
+          `  id VARBINARY(255) NOT NULL PRIMARY KEY,`,
           `  owner VARCHAR(64) NOT NULL,`,
           `  claimed_at BIGINT NOT NULL,`,
           `  confirmed BOOLEAN NOT NULL DEFAULT FALSE,`,

@@ -1,7 +1,8 @@
 import Database from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect, type KyselyPlugin } from 'kysely'
+import { Kysely, MysqlDialect, PostgresDialect, SqliteDialect, type KyselyPlugin } from 'kysely'
+import { createPool } from 'mysql2'
 import pg from 'pg'
-import { DATABASE_URL } from '../../../../test-support/services.js'
+import { DATABASE_URL, MYSQL_URL } from '../../../../test-support/services.js'
 
 /** A typed schema of the kind an application has: the store must accept it without a cast. */
 export interface AppDatabase {
@@ -25,6 +26,16 @@ export function postgres(
     dialect: new PostgresDialect({ pool }),
     ...(options.plugins === undefined ? {} : { plugins: options.plugins }),
   })
+}
+
+/** A Kysely instance on the test MySQL / MariaDB (`mysql2` pool, utf8mb4). */
+export function mysql(options: { readonly max?: number } = {}): Kysely<AppDatabase> {
+  const pool = createPool({
+    uri: MYSQL_URL,
+    connectionLimit: options.max ?? 10,
+    charset: 'utf8mb4',
+  })
+  return new Kysely<AppDatabase>({ dialect: new MysqlDialect({ pool }) })
 }
 
 /** A Kysely instance on a SQLite file, through its own better-sqlite3 connection (WAL). */

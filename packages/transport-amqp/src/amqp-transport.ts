@@ -356,16 +356,48 @@ export class AmqpTransport implements Transport, AsyncDisposable {
    * )
    * ```
    */
-  async publish(message: OutgoingMessage, options: TransportPublishOptions = {}): Promise<void> {
-    validateMessage(message)
-    const whenBlocked = options.whenBlocked ?? 'reject'
-    if (whenBlocked !== 'reject' && whenBlocked !== 'wait') {
-      throw new ConfigurationError(
-        `options.whenBlocked must be 'reject' or 'wait'; got ${JSON.stringify(whenBlocked)}`,
-      )
+  publish(message: OutgoingMessage, options: TransportPublishOptions = {}): Promise<void> {
+    let whenBlocked: 'reject' | 'wait'
+    try {
+      validateMessage(message)
+      whenBlocked = options.whenBlocked ?? 'reject'
+      if (whenBlocked !== 'reject' && whenBlocked !== 'wait') {
+        throw new ConfigurationError(
+          `options.whenBlocked must be 'reject' or 'wait'; got ${JSON.stringify(whenBlocked)}`,
+        )
+      }
+      if (options.signal?.aborted) throw abortError(options.signal)
+      // The common case waits for nothing: write now, without the waiting loop's async frame
+      // (one promise and a few microtask turns less per message).
+      this.#assertCanPublish()
+      const publisher = this.#publisher
+      if (
+        this.#blockedReason === undefined &&
+        publisher !== undefined &&
+        publisher.isOpen &&
+        !publisher.needsDrain &&
+        this.#permits.tryAcquire()
+      ) {
+        try {
+          // The permit now belongs to the pending publish, which returns it when it settles.
+          return publisher.write(message)
+        } catch (error) {
+          this.#permits.release()
+          throw error
+        }
+      }
+    } catch (error) {
+      return Promise.reject(error as Error)
     }
-    const signal = options.signal
-    if (signal?.aborted) throw abortError(signal)
+    return this.#publishWhenReady(message, whenBlocked, options.signal)
+  }
+
+  /** {@link AmqpTransport.publish} when it has to wait: for a permit, an unblock, a drain or a channel. */
+  async #publishWhenReady(
+    message: OutgoingMessage,
+    whenBlocked: 'reject' | 'wait',
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
     let holdsPermit = false
     try {
       for (;;) {

@@ -356,11 +356,22 @@ export function writeEnvelope(
       ? INT32_MAX
       : envelope.attempt
   const h = ENVELOPE_HEADERS
-  const entries: [string, unknown][] = Object.entries(applicationHeaders ?? {}).filter(
-    ([, value]) => value !== undefined,
-  )
+  // Built in place (it runs on every publish): the application headers first, then ours.
+  const headers: Record<string, unknown> = {}
   const put = (key: string, value: unknown): void => {
-    if (value !== undefined) entries.push([key, value])
+    if (value === undefined) return
+    // An own property even for '__proto__', which plain assignment would not create.
+    if (key === '__proto__') {
+      Object.defineProperty(headers, key, {
+        value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      })
+    } else headers[key] = value
+  }
+  if (applicationHeaders !== undefined) {
+    for (const key of Object.keys(applicationHeaders)) put(key, applicationHeaders[key])
   }
   const firstSeen = checkEpoch(envelope.firstSeen, 'firstSeen')
   put(h.id, requiredString(envelope.id, 'id'))
@@ -373,7 +384,7 @@ export function writeEnvelope(
   put(h.origin, emptyToUndefined(envelope.origin, 'origin'))
   put(h.claim, emptyToUndefined(envelope.claim, 'claim'))
   put(h.error, emptyToUndefined(options?.error, 'error'))
-  return Object.fromEntries(entries) as Headers
+  return headers as Headers
 }
 
 // Optional fields treat "" as absent (SPEC §3: empty values are omitted), but a non-string is

@@ -159,7 +159,10 @@ export class Publisher<T> {
       origin: this.#host.origin,
     })
     const body = this.#codec.encode(payload)
-    const headers = writeEnvelope(envelope, { ...this.#headers, ...(options.headers ?? {}) })
+    const headers = writeEnvelope(
+      envelope,
+      options.headers === undefined ? this.#headers : { ...this.#headers, ...options.headers },
+    )
     return {
       id: envelope.id,
       correlation: envelope.correlation,
@@ -175,9 +178,21 @@ export class Publisher<T> {
     }
   }
 
-  async #publish(prepared: Prepared): Promise<void> {
-    const { message } = prepared
+  #publish(prepared: Prepared): Promise<void> {
     const scope = this.#startScope(prepared)
+    if (scope === undefined && !this.#host.publishingPaused) {
+      // Nothing to report the outcome to: hand the transport's promise back as it is, without
+      // another async frame (one promise and a few microtask turns less per message).
+      try {
+        return this.#host.transport.publish(prepared.message)
+      } catch (error) {
+        return Promise.reject(error as Error)
+      }
+    }
+    return this.#publishReported(prepared.message, scope)
+  }
+
+  async #publishReported(message: OutgoingMessage, scope: PublishScope | undefined): Promise<void> {
     try {
       if (this.#host.publishingPaused)
         throw new PublishingPausedError(this.exchange, this.routingKey)

@@ -359,6 +359,13 @@ describe('writeEnvelope', () => {
     expect(keys.slice(0, 2)).toStrictEqual(['x-tenant', 'traceparent'])
   })
 
+  test("writes a header named '__proto__' as a header, not as the object's prototype", () => {
+    const written = writeEnvelope(envelope, JSON.parse('{"__proto__": "x", "a": 1}') as Headers)
+    expect(Object.keys(written).slice(0, 2)).toStrictEqual(['__proto__', 'a'])
+    expect(Object.getPrototypeOf(written)).toBe(Object.prototype)
+    expect(Object.getOwnPropertyDescriptor(written, '__proto__')?.value).toBe('x')
+  })
+
   test('omits empty and missing fields rather than writing "" or null', () => {
     const sparse: Envelope = {
       ...envelope,

@@ -80,7 +80,7 @@ async function main(): Promise<void> {
   machine.loadEnd = os.loadavg()[0] ?? 0
 
   // BENCH_TAG=name writes results/name.json and leaves BENCHMARKS.md alone (an experiment, e.g.
-  // BENCH_ACEMQ_NODELAY=1); a quick run is tagged `quick`.
+  // BENCH_ACEMQ_NAGLE=1); a quick run is tagged `quick`.
   const tag = QUICK ? 'quick' : (process.env['BENCH_TAG'] ?? 'latest')
   if (!/^[\w.-]+$/.test(tag)) throw new Error(`BENCH_TAG must be a plain file name; got ${tag}`)
   const official = tag === 'latest'

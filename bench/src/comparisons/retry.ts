@@ -120,17 +120,17 @@ interface CloseResult {
   readonly handled: number
 }
 
-const CLOSE_VARIANTS = ['acemq-mq', 'acemq-consumer', 'acemq-mq-nodelay', 'amqplib'] as const
+const CLOSE_VARIANTS = ['acemq-mq', 'acemq-consumer', 'acemq-mq-nagle', 'amqplib'] as const
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 /** `@acemq`, prefetch 100, a 10 ms handler; times `mq.close()` or `consumer.close()`. */
-function closeWithAceMq(which: 'mq' | 'consumer', noDelay = false): Worker {
+function closeWithAceMq(which: 'mq' | 'consumer', nagle = false): Worker {
   return async (params) => {
     const p = params as CloseParams
-    const mq: AceMq = await openAceMq('close', { noDelay })
+    const mq: AceMq = await openAceMq('close', { nagle })
     let handled = 0
     let reached!: () => void
     const enough = new Promise<void>((resolve) => (reached = resolve))
@@ -351,7 +351,7 @@ async function closeSection(context: RunContext): Promise<Section> {
     title: 'Close latency with a backlog',
     setup: [
       `${backlog.toLocaleString('en-US')} messages queued, prefetch 100, concurrency 1, a ${handlerMs} ms handler; close is called once ${after} messages were handled (the prefetch buffer is full by then).`,
-      "Timed from the call to `close()` to its promise resolving. `@acemq mq.close()`: the connection (drain, cancel, hand back the buffered deliveries, wait for the running handler, close channels and connections). `@acemq consumer.close()`: that consumer only. `@acemq … noDelay`: `mq.close()` on a connection made with `connect(url, { socketOptions: { noDelay: true } })`, i.e. with Nagle's algorithm off — the transport default proposed in BENCHMARKS.md. amqplib: cancel, await the running handler, close the channel and the connection.",
+      "Timed from the call to `close()` to its promise resolving. `@acemq mq.close()`: the connection (drain, cancel, hand back the buffered deliveries, wait for the running handler, close channels and connections). `@acemq consumer.close()`: that consumer only. `@acemq … Nagle on`: `mq.close()` on a connection made with `connect(url, { socketOptions: { noDelay: false } })`, i.e. with Nagle's algorithm on as amqplib's own default has it — what the transport did before it defaulted to `noDelay` (BENCHMARKS.md, finding 1). amqplib: cancel, await the running handler, close the channel and the connection.",
       'Afterwards the parent checks that handled + messages back in the queue = backlog.',
     ],
     rows: [
@@ -371,9 +371,9 @@ async function closeSection(context: RunContext): Promise<Section> {
         runs.amqplib.map((r) => r.ms),
       ),
       row(
-        '@acemq mq.close(), socketOptions.noDelay',
+        '@acemq mq.close(), Nagle on (noDelay: false)',
         'ms',
-        runs['acemq-mq-nodelay'].map((r) => r.ms),
+        runs['acemq-mq-nagle'].map((r) => r.ms),
       ),
     ],
     checks: [],
@@ -465,7 +465,7 @@ export const retry: Comparison = {
     'retry:amqplib': hopWithAmqplib,
     'close:acemq-mq': closeWithAceMq('mq'),
     'close:acemq-consumer': closeWithAceMq('consumer'),
-    'close:acemq-mq-nodelay': closeWithAceMq('mq', true),
+    'close:acemq-mq-nagle': closeWithAceMq('mq', true),
     'close:amqplib': closeWithAmqplib,
     'memory:acemq': memoryWithAceMq,
   },

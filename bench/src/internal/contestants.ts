@@ -42,14 +42,18 @@ export class Countdown {
 // ---------------------------------------------------------------------------------------------
 // @acemq
 
+/**
+ * An `@acemq` connection with the transport's defaults (Nagle off), or with Nagle's algorithm on
+ * when `nagle` says so or `BENCH_ACEMQ_NAGLE=1`.
+ */
 export function openAceMq(
   name: string,
-  options: { readonly noDelay?: boolean } = {},
+  options: { readonly nagle?: boolean } = {},
 ): Promise<AceMq> {
-  const noDelay = options.noDelay ?? process.env['BENCH_ACEMQ_NODELAY'] === '1'
+  const nagle = options.nagle ?? process.env['BENCH_ACEMQ_NAGLE'] === '1'
   return connect(AMQP_URL, {
     connectionName: `acemq-bench ${name}`,
-    ...(noDelay && { socketOptions: { noDelay: true } }),
+    ...(nagle && { socketOptions: { noDelay: false } }),
     onError: (error, context) => console.error(`[bench] @acemq reported: ${context}:`, error),
   })
 }

@@ -17,21 +17,3 @@ export async function serve(
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   return { url, app, close: () => app.close() }
 }
-
-/** The endpoint's JSON, loosely typed for assertions. */
-export interface HealthBody {
-  status: string
-  inFlight?: number
-  error?: string
-  components: Record<string, Record<string, string>>
-}
-
-/** The status, headers and parsed JSON body of `GET url`. */
-export async function getJson(
-  url: string,
-  init: RequestInit = {},
-): Promise<{ status: number; headers: Headers; body: Record<string, unknown> & HealthBody }> {
-  const response = await fetch(url, init)
-  const text = await response.text()
-  return { status: response.status, headers: response.headers, body: JSON.parse(text) }
-}

@@ -18,6 +18,8 @@ export interface ServerDatabase {
   open(options?: { readonly max?: number }): Kysely<AppDatabase>
   /** What a claim that breaks a NOT NULL column rejects with (the driver's error). */
   readonly notNullError: object
+  /** Whether the server answers (`requirePostgres()` and the like); the suite is skipped when not. */
+  readonly available: boolean
 }
 
 /** The table a test uses, with the clock its stores read. */
@@ -46,6 +48,12 @@ export function serverStoreSuite(
   server: ServerDatabase,
   more: (t: ServerTable) => void = () => undefined,
 ): void {
+  describe.runIf(server.available)(`on ${server.name}`, () => {
+    serverSuite(server, more)
+  })
+}
+
+function serverSuite(server: ServerDatabase, more: (t: ServerTable) => void): void {
   idempotencyStoreConformance(`KyselyIdempotencyStore on ${server.name}`, {
     async create({ claimTimeoutMs, retentionMs, now }) {
       const db = server.open({ max: 12 })

@@ -1,0 +1,368 @@
+import {
+  AceMq,
+  ConnectionBlockedError,
+  InMemoryTransport,
+  toHealthJson,
+  type HealthSource,
+} from '@acemq/core'
+import { AmqpTransport } from '@acemq/transport-amqp'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { clearMemoryAlarm, raiseMemoryAlarm, withBrokerFault } from './broker-faults.js'
+import { AMQP_URL, uniqueName } from './services.js'
+
+/** A web server serving a health source through the adapter under test. */
+export interface ServedHealth {
+  readonly url: string
+  close(): Promise<void>
+}
+
+/** How the contract mounts the adapter: at its default path, or at `path`. */
+export interface HealthEndpointFixture {
+  serve(source: HealthSource, options?: { readonly path?: string }): Promise<ServedHealth>
+}
+
+/** The endpoint's JSON, loosely typed for assertions. */
+export interface HealthBody {
+  status: string
+  inFlight?: number
+  error?: string
+  components: Record<string, Record<string, string>>
+}
+
+/** The status, headers and parsed JSON body of `GET url`. */
+export async function getJson(
+  url: string,
+  init: RequestInit = {},
+): Promise<{ status: number; headers: Headers; body: Record<string, unknown> & HealthBody }> {
+  const response = await fetch(url, init)
+  const text = await response.text()
+  return { status: response.status, headers: response.headers, body: JSON.parse(text) }
+}
+
+/**
+ * What every health adapter (Express, Fastify, ...) must answer, mounted at its default
+ * path on an in-memory connection: the status codes and bodies of SPEC §8, HEAD, a custom
+ * path, and a health() that fails.
+ */
+export function healthEndpointContract(name: string, fixture: HealthEndpointFixture): void {
+  describe(`${name}: the health endpoint contract`, () => {
+    let transport: InMemoryTransport
+    let mq: AceMq
+    let server: ServedHealth | undefined
+
+    beforeEach(async () => {
+      transport = new InMemoryTransport()
+      mq = await AceMq.connect(transport)
+    })
+
+    afterEach(async () => {
+      await server?.close()
+      server = undefined
+      await mq.close({ drainTimeout: 0 })
+    })
+
+    async function start(
+      source: HealthSource = mq,
+      options: { readonly path?: string } = {},
+    ): Promise<string> {
+      server = await fixture.serve(source, options)
+      return server.url
+    }
+
+    it('answers 200 UP with the connection details on GET /acemq-health', async () => {
+      const url = await start()
+      const { status, headers, body } = await getJson(`${url}/acemq-health`)
+      expect(status).toBe(200)
+      expect(headers.get('content-type')).toMatch(/^application\/json/)
+      expect(headers.get('cache-control')).toBe('no-store')
+      expect(body).toEqual({
+        status: 'UP',
+        inFlight: 0,
+        components: {
+          connection: {
+            status: 'UP',
+            open: 'true',
+            blocked: 'false',
+            transport: 'in-memory this process',
+            inFlight: '0',
+            held: '0',
+          },
+        },
+      })
+    })
+
+    it('serves exactly toHealthJson(mq.health())', async () => {
+      mq.registerHealth({
+        name: 'cache',
+        report: () => ({ name: 'cache', status: 'UP', details: { size: '3' } }),
+      })
+      const url = await start()
+      const { body } = await getJson(`${url}/acemq-health`)
+      expect(body).toEqual(JSON.parse(JSON.stringify(toHealthJson(await mq.health()))))
+    })
+
+    it('answers 503 DOWN once the connection is closed', async () => {
+      const url = await start()
+      await mq.close()
+      const { status, body } = await getJson(`${url}/acemq-health`)
+      expect(status).toBe(503)
+      expect(body.status).toBe('DOWN')
+      expect(body.components['connection']).toMatchObject({ status: 'DOWN', open: 'false' })
+    })
+
+    it('answers 200 DEGRADED when a contributor is degraded', async () => {
+      mq.registerHealth({
+        name: 'ordered:orders',
+        report: () => ({ name: 'ordered:orders', status: 'DEGRADED', details: { halted: '1' } }),
+      })
+      const url = await start()
+      const { status, body } = await getJson(`${url}/acemq-health`)
+      expect(status).toBe(200)
+      expect(body.status).toBe('DEGRADED')
+      expect(body.components['ordered:orders']).toEqual({ status: 'DEGRADED', halted: '1' })
+    })
+
+    it('answers 503 DOWN with the error when a contributor throws', async () => {
+      mq.registerHealth({
+        name: 'billing',
+        report: () => {
+          throw new Error('billing database unreachable')
+        },
+      })
+      const url = await start()
+      const { status, body } = await getJson(`${url}/acemq-health`)
+      expect(status).toBe(503)
+      expect(body.status).toBe('DOWN')
+      expect(body.components['billing']).toEqual({
+        status: 'DOWN',
+        error: 'billing database unreachable',
+      })
+      expect(body.components['connection']?.['status']).toBe('UP')
+    })
+
+    it('shows paused consuming and publishing', async () => {
+      const url = await start()
+      mq.pauseConsuming()
+      mq.pausePublishing()
+      const paused = await getJson(`${url}/acemq-health`)
+      expect(paused.status).toBe(200)
+      expect(paused.body.components['connection']).toMatchObject({
+        consuming: 'paused',
+        publishing: 'paused',
+      })
+      mq.resumeConsuming()
+      mq.resumePublishing()
+      const resumed = await getJson(`${url}/acemq-health`)
+      expect(resumed.body.components['connection']).not.toHaveProperty('consuming')
+      expect(resumed.body.components['connection']).not.toHaveProperty('publishing')
+    })
+
+    it('answers 200 UP with the reason while the broker blocks publishing', async () => {
+      const url = await start()
+      transport.block('low on memory')
+      const { status, body } = await getJson(`${url}/acemq-health`)
+      expect(status).toBe(200)
+      expect(body.status).toBe('UP')
+      expect(body.components['connection']).toMatchObject({
+        status: 'UP',
+        blocked: 'true',
+        blockedReason: 'low on memory',
+      })
+      transport.unblock()
+      const after = await getJson(`${url}/acemq-health`)
+      expect(after.body.components['connection']).toMatchObject({ blocked: 'false' })
+      expect(after.body.components['connection']).not.toHaveProperty('blockedReason')
+    })
+
+    it('answers HEAD with the status code and headers only', async () => {
+      const url = await start()
+      const response = await fetch(`${url}/acemq-health`, { method: 'HEAD' })
+      expect(response.status).toBe(200)
+      expect(response.headers.get('content-type')).toMatch(/^application\/json/)
+      expect(response.headers.get('cache-control')).toBe('no-store')
+      expect(await response.text()).toBe('')
+      await mq.close()
+      expect((await fetch(`${url}/acemq-health`, { method: 'HEAD' })).status).toBe(503)
+    })
+
+    it('answers on a custom path, and the default path is then 404', async () => {
+      const url = await start(mq, { path: '/internal/health' })
+      const custom = await getJson(`${url}/internal/health`)
+      expect(custom.status).toBe(200)
+      expect(custom.body.status).toBe('UP')
+      expect((await fetch(`${url}/acemq-health`)).status).toBe(404)
+    })
+
+    it('answers 503 DOWN with the message, no stack and no password, when health() throws', async () => {
+      const failing: HealthSource = {
+        health: () =>
+          Promise.reject(new Error('cannot reach amqp://app:s3cret@rabbit:5672/orders')),
+      }
+      const url = await start(failing)
+      const response = await fetch(`${url}/acemq-health`)
+      const text = await response.text()
+      expect(response.status).toBe(503)
+      expect(response.headers.get('cache-control')).toBe('no-store')
+      expect(JSON.parse(text)).toEqual({
+        status: 'DOWN',
+        error: 'cannot reach amqp://app:***@rabbit:5672/orders',
+      })
+      expect(text).not.toContain('s3cret')
+      expect(text).not.toContain('    at ')
+    })
+
+    it('answers 503 DOWN when health() throws something that is not an Error', async () => {
+      const failing: HealthSource = {
+        health: () => {
+          throw 'broken'
+        },
+      }
+      const url = await start(failing)
+      const { status, body } = await getJson(`${url}/acemq-health`)
+      expect(status).toBe(503)
+      expect(body).toEqual({ status: 'DOWN', error: 'broken' })
+    })
+  })
+}
+
+/** A connection to the test broker served through `fixture` for each test of the suite. */
+function servedOnRabbit(fixture: HealthEndpointFixture): { mq: AceMq; server: ServedHealth } {
+  const live = {} as { mq: AceMq; server: ServedHealth }
+  beforeEach(async () => {
+    live.mq = await AceMq.connect(new AmqpTransport(AMQP_URL))
+    live.server = await fixture.serve(live.mq)
+  })
+  afterEach(async () => {
+    await live.server.close()
+    await live.mq.close({ drainTimeout: 0 })
+  })
+  return live
+}
+
+/** The contract on a real connection: `available` is `await requireRabbit()`. */
+export function healthEndpointOnRabbit(
+  name: string,
+  fixture: HealthEndpointFixture,
+  available: boolean,
+): void {
+  describe.runIf(available)(`${name} on RabbitMQ`, () => {
+    const live = servedOnRabbit(fixture)
+
+    it('answers 200 UP for a live connection', async () => {
+      const { status, body } = await getJson(`${live.server.url}/acemq-health`)
+      expect(status).toBe(200)
+      expect(body.status).toBe('UP')
+      expect(body.components['connection']).toMatchObject({
+        status: 'UP',
+        open: 'true',
+        blocked: 'false',
+        inFlight: '0',
+        held: '0',
+      })
+      expect(body.components['connection']?.['transport']).toMatch(/^amqp /)
+      expect(body.components['connection']).not.toHaveProperty('blockedReason')
+    })
+
+    it('answers 503 DOWN once the connection is closed', async () => {
+      await live.mq.close()
+      const { status, body } = await getJson(`${live.server.url}/acemq-health`)
+      expect(status).toBe(503)
+      expect(body.status).toBe('DOWN')
+      expect(body.components['connection']).toMatchObject({ status: 'DOWN', open: 'false' })
+    })
+
+    it('never shows the password of the broker URL', async () => {
+      const { username, password } = new URL(AMQP_URL)
+      const text = await (await fetch(`${live.server.url}/acemq-health`)).text()
+      expect(text).toContain('127.0.0.1')
+      expect(text).toContain('***')
+      expect(text).not.toContain(`${username}:${password}`)
+      expect(text).not.toContain(`:${password}@`)
+      if (password !== username) expect(text).not.toContain(password)
+    })
+  })
+}
+
+/**
+ * Polls `url` until `ready(body)` holds, calling `meanwhile()` after every answer that is not
+ * ready yet; fails with the last answer after `timeoutMs`.
+ */
+async function waitForHealth(
+  url: string,
+  ready: (body: HealthBody) => boolean,
+  meanwhile: () => void = () => undefined,
+  timeoutMs = 20_000,
+): Promise<{ status: number; body: HealthBody }> {
+  const deadline = Date.now() + timeoutMs
+  let last: { status: number; body: HealthBody } | undefined
+  while (Date.now() < deadline) {
+    last = await getJson(url)
+    if (ready(last.body)) return last
+    meanwhile()
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  throw new Error(`the endpoint never got there; it last said ${JSON.stringify(last)}`)
+}
+
+const isBlocked = (body: HealthBody): boolean =>
+  body.components['connection']?.['blocked'] === 'true'
+const isUnblocked = (body: HealthBody): boolean =>
+  body.components['connection']?.['blocked'] === 'false'
+
+/**
+ * The endpoint while RabbitMQ's memory alarm blocks publishing: for a `*.disruptive.test.ts`
+ * file (it raises the broker-wide alarm inside `withBrokerFault`).
+ */
+export function healthEndpointUnderMemoryAlarm(
+  name: string,
+  fixture: HealthEndpointFixture,
+  available: boolean,
+): void {
+  describe.runIf(available)(`${name} while RabbitMQ raises its memory alarm`, () => {
+    const live = servedOnRabbit(fixture)
+
+    it('answers 200 UP with blocked "true" and the broker\'s reason, and clears after', async () => {
+      const url = `${live.server.url}/acemq-health`
+      const nowhere = live.mq.publisher('', uniqueName('acemq.health.nowhere'), {
+        allowUnroutable: true,
+      })
+      // Publishes the broker holds back settle once the alarm clears: confirmed, or refused at
+      // once when the connection was already known to be blocked.
+      const sends: Promise<unknown>[] = []
+      const nudge = (): void => {
+        sends.push(nowhere.send({ nudge: sends.length }).catch((error: unknown) => error))
+      }
+
+      await withBrokerFault(async () => {
+        try {
+          await raiseMemoryAlarm()
+          // On an alarm RabbitMQ marks connections "blocking", and blocks one (sending
+          // connection.blocked) only when it next publishes: publish until it does.
+          const blocked = await waitForHealth(url, isBlocked, nudge)
+          expect(blocked.status).toBe(200)
+          expect(blocked.body.status).toBe('UP')
+          expect(blocked.body.components['connection']).toMatchObject({
+            status: 'UP',
+            open: 'true',
+            blocked: 'true',
+            blockedReason: 'low on memory',
+          })
+          await expect(nowhere.send({ while: 'blocked' })).rejects.toBeInstanceOf(
+            ConnectionBlockedError,
+          )
+        } finally {
+          await clearMemoryAlarm()
+        }
+        const cleared = await waitForHealth(url, isUnblocked)
+        expect(cleared.status).toBe(200)
+        expect(cleared.body.status).toBe('UP')
+        expect(cleared.body.components['connection']).not.toHaveProperty('blockedReason')
+      })
+
+      for (const result of await Promise.all(sends)) {
+        if (result !== undefined) expect(result).toBeInstanceOf(ConnectionBlockedError)
+      }
+      await nowhere.send({ after: 'alarm' })
+    })
+  })
+}

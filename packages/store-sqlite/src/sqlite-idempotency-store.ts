@@ -74,7 +74,8 @@ const MAX_OWNED = 100_000
  * conflict the read-then-write runs in a `BEGIN IMMEDIATE` transaction, so SQLite's write
  * lock decides every race. Given a path, the store opens the file (WAL, busy timeout) and
  * closes it on {@link SqliteIdempotencyStore.close}; given a `Database`, it leaves its life
- * to you. The store never runs DDL: create the table from {@link SqliteIdempotencyStore.createTableSql}.
+ * to you. The store never runs DDL: create the table from
+ * {@link SqliteIdempotencyStore.createTableSql}.
  *
  * @example
  * ```ts

@@ -1,5 +1,21 @@
 import type { Channel, ChannelModel } from 'amqplib'
+import type { MessageProperties } from '@acemq/core'
 import type { Backoff } from './managed-connection.js'
+
+/** The AMQP basic properties the transport carries, in both directions. */
+export const PROPERTY_NAMES = [
+  'contentType',
+  'contentEncoding',
+  'messageId',
+  'correlationId',
+  'replyTo',
+  'expiration',
+  'timestamp',
+  'type',
+  'appId',
+  'userId',
+  'priority',
+] as const satisfies readonly (keyof MessageProperties)[]
 
 /** How long a polite close may take before the socket is destroyed (2 s). */
 export const CLOSE_TIMEOUT = 2_000

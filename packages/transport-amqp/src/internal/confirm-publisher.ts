@@ -1,6 +1,7 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib'
 import { PublishFailedError, UNENCODABLE, UnroutableError, describeError } from '@acemq/core'
-import type { MessageProperties, OutgoingMessage } from '@acemq/core'
+import type { OutgoingMessage } from '@acemq/core'
+import { PROPERTY_NAMES } from './amqp-helpers.js'
 
 interface PendingPublish {
   /** Write order on this channel. */
@@ -27,20 +28,6 @@ export interface ConfirmPublisherHooks {
   closed(error: Error | undefined): void
   warn(message: string): void
 }
-
-const PROPERTY_NAMES = [
-  'contentType',
-  'contentEncoding',
-  'messageId',
-  'correlationId',
-  'replyTo',
-  'expiration',
-  'timestamp',
-  'type',
-  'appId',
-  'userId',
-  'priority',
-] as const satisfies readonly (keyof MessageProperties)[]
 
 function toBuffer(body: Uint8Array): Buffer {
   return Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)

@@ -1,7 +1,7 @@
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib'
 import { describeError } from '@acemq/core'
 import type { Delivery, Headers, MessageProperties, TransportSubscription } from '@acemq/core'
-import { backoffDelay, closeChannelQuietly } from './amqp-helpers.js'
+import { PROPERTY_NAMES, backoffDelay, closeChannelQuietly } from './amqp-helpers.js'
 import type { Backoff } from './managed-connection.js'
 
 /** What a subscription needs from the transport that owns it. */
@@ -22,20 +22,6 @@ interface ChannelLease {
   readonly channel: Channel
   open: boolean
 }
-
-const PROPERTY_NAMES = [
-  'contentType',
-  'contentEncoding',
-  'messageId',
-  'correlationId',
-  'replyTo',
-  'expiration',
-  'timestamp',
-  'type',
-  'appId',
-  'userId',
-  'priority',
-] as const satisfies readonly (keyof MessageProperties)[]
 
 /**
  * amqplib decodes every numeric field type to a JS number, and guesses a width when writing

@@ -39,6 +39,29 @@ export async function getJson(
   return { status: response.status, headers: response.headers, body: JSON.parse(text) }
 }
 
+/** A test's in-memory connection and the server it started, made fresh for each test and closed after it. */
+export interface InMemoryConnection {
+  transport: InMemoryTransport
+  mq: AceMq
+  server: ServedHealth | undefined
+}
+
+/** Registers the hooks that give each test of the enclosing suite an {@link InMemoryConnection}. */
+export function useInMemoryConnection(): InMemoryConnection {
+  const live = {} as InMemoryConnection
+  beforeEach(async () => {
+    live.transport = new InMemoryTransport()
+    live.mq = await AceMq.connect(live.transport)
+    live.server = undefined
+  })
+  afterEach(async () => {
+    await live.server?.close()
+    live.server = undefined
+    await live.mq.close({ drainTimeout: 0 })
+  })
+  return live
+}
+
 /**
  * What every health adapter (Express, Fastify, ...) must answer, mounted at its default
  * path on an in-memory connection: the status codes and bodies of SPEC §8, HEAD, a custom
@@ -46,27 +69,14 @@ export async function getJson(
  */
 export function healthEndpointContract(name: string, fixture: HealthEndpointFixture): void {
   describe(`${name}: the health endpoint contract`, () => {
-    let transport: InMemoryTransport
-    let mq: AceMq
-    let server: ServedHealth | undefined
-
-    beforeEach(async () => {
-      transport = new InMemoryTransport()
-      mq = await AceMq.connect(transport)
-    })
-
-    afterEach(async () => {
-      await server?.close()
-      server = undefined
-      await mq.close({ drainTimeout: 0 })
-    })
+    const live = useInMemoryConnection()
 
     async function start(
-      source: HealthSource = mq,
+      source: HealthSource = live.mq,
       options: { readonly path?: string } = {},
     ): Promise<string> {
-      server = await fixture.serve(source, options)
-      return server.url
+      live.server = await fixture.serve(source, options)
+      return live.server.url
     }
 
     it('answers 200 UP with the connection details on GET /acemq-health', async () => {
@@ -92,18 +102,18 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
     })
 
     it('serves exactly toHealthJson(mq.health())', async () => {
-      mq.registerHealth({
+      live.mq.registerHealth({
         name: 'cache',
         report: () => ({ name: 'cache', status: 'UP', details: { size: '3' } }),
       })
       const url = await start()
       const { body } = await getJson(`${url}/acemq-health`)
-      expect(body).toEqual(JSON.parse(JSON.stringify(toHealthJson(await mq.health()))))
+      expect(body).toEqual(JSON.parse(JSON.stringify(toHealthJson(await live.mq.health()))))
     })
 
     it('answers 503 DOWN once the connection is closed', async () => {
       const url = await start()
-      await mq.close()
+      await live.mq.close()
       const { status, body } = await getJson(`${url}/acemq-health`)
       expect(status).toBe(503)
       expect(body.status).toBe('DOWN')
@@ -111,7 +121,7 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
     })
 
     it('answers 200 DEGRADED when a contributor is degraded', async () => {
-      mq.registerHealth({
+      live.mq.registerHealth({
         name: 'ordered:orders',
         report: () => ({ name: 'ordered:orders', status: 'DEGRADED', details: { halted: '1' } }),
       })
@@ -123,7 +133,7 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
     })
 
     it('answers 503 DOWN with the error when a contributor throws', async () => {
-      mq.registerHealth({
+      live.mq.registerHealth({
         name: 'billing',
         report: () => {
           throw new Error('billing database unreachable')
@@ -142,16 +152,16 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
 
     it('shows paused consuming and publishing', async () => {
       const url = await start()
-      mq.pauseConsuming()
-      mq.pausePublishing()
+      live.mq.pauseConsuming()
+      live.mq.pausePublishing()
       const paused = await getJson(`${url}/acemq-health`)
       expect(paused.status).toBe(200)
       expect(paused.body.components['connection']).toMatchObject({
         consuming: 'paused',
         publishing: 'paused',
       })
-      mq.resumeConsuming()
-      mq.resumePublishing()
+      live.mq.resumeConsuming()
+      live.mq.resumePublishing()
       const resumed = await getJson(`${url}/acemq-health`)
       expect(resumed.body.components['connection']).not.toHaveProperty('consuming')
       expect(resumed.body.components['connection']).not.toHaveProperty('publishing')
@@ -159,7 +169,7 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
 
     it('answers 200 UP with the reason while the broker blocks publishing', async () => {
       const url = await start()
-      transport.block('low on memory')
+      live.transport.block('low on memory')
       const { status, body } = await getJson(`${url}/acemq-health`)
       expect(status).toBe(200)
       expect(body.status).toBe('UP')
@@ -168,7 +178,7 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
         blocked: 'true',
         blockedReason: 'low on memory',
       })
-      transport.unblock()
+      live.transport.unblock()
       const after = await getJson(`${url}/acemq-health`)
       expect(after.body.components['connection']).toMatchObject({ blocked: 'false' })
       expect(after.body.components['connection']).not.toHaveProperty('blockedReason')
@@ -181,12 +191,12 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
       expect(response.headers.get('content-type')).toMatch(/^application\/json/)
       expect(response.headers.get('cache-control')).toBe('no-store')
       expect(await response.text()).toBe('')
-      await mq.close()
+      await live.mq.close()
       expect((await fetch(`${url}/acemq-health`, { method: 'HEAD' })).status).toBe(503)
     })
 
     it('answers on a custom path, and the default path is then 404', async () => {
-      const url = await start(mq, { path: '/internal/health' })
+      const url = await start(live.mq, { path: '/internal/health' })
       const custom = await getJson(`${url}/internal/health`)
       expect(custom.status).toBe(200)
       expect(custom.body.status).toBe('UP')

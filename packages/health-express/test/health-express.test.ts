@@ -1,9 +1,13 @@
 import http from 'node:http'
-import { AceMq, ConfigurationError, InMemoryTransport, type HealthSource } from '@acemq/core'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { getJson, healthEndpointContract } from '../../../test-support/health-endpoint-contract.js'
+import { ConfigurationError, type HealthSource } from '@acemq/core'
+import { describe, expect, it } from 'vitest'
+import {
+  getJson,
+  healthEndpointContract,
+  useInMemoryConnection,
+} from '../../../test-support/health-endpoint-contract.js'
 import { acemqHealth, acemqHealthHandler } from '../src/index.js'
-import { listen, serve, type Served } from './serve.js'
+import { listen, serve } from './serve.js'
 
 healthEndpointContract('acemqHealth (Express middleware)', {
   serve: (source, options) => serve((app) => app.use(acemqHealth(source, options))),
@@ -14,29 +18,16 @@ healthEndpointContract('acemqHealthHandler (a plain route)', {
     serve((app) => app.get(path, acemqHealthHandler(source))),
 })
 
-let transport: InMemoryTransport
-let mq: AceMq
-let server: Served | undefined
+const live = useInMemoryConnection()
 
-beforeEach(async () => {
-  transport = new InMemoryTransport()
-  mq = await AceMq.connect(transport)
-})
-
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  await mq.close({ drainTimeout: 0 })
-})
-
-async function start(setup: Parameters<typeof serve>[0] = (app) => app.use(acemqHealth(mq))) {
-  server = await serve(setup)
-  return server.url
+async function start(setup: Parameters<typeof serve>[0] = (app) => app.use(acemqHealth(live.mq))) {
+  live.server = await serve(setup)
+  return live.server.url
 }
 
 describe('acemqHealth (Express middleware)', () => {
   it('answers relative to where it is mounted, with a query string or a trailing slash', async () => {
-    const url = await start((app) => app.use('/ops', acemqHealth(mq)))
+    const url = await start((app) => app.use('/ops', acemqHealth(live.mq)))
     expect((await fetch(`${url}/ops/acemq-health?verbose=1`)).status).toBe(200)
     expect((await fetch(`${url}/ops/acemq-health/`)).status).toBe(200)
     expect((await fetch(`${url}/acemq-health`)).status).toBe(404)
@@ -44,7 +35,7 @@ describe('acemqHealth (Express middleware)', () => {
 
   it('leaves other routes and other methods on its path alone', async () => {
     const url = await start((app) => {
-      app.use(acemqHealth(mq))
+      app.use(acemqHealth(live.mq))
       app.get('/orders', (_req, res) => {
         res.json({ orders: [] })
       })
@@ -67,7 +58,7 @@ describe('acemqHealth (Express middleware)', () => {
       /acemqHealth\(mq\).*undefined/,
     )
     expect(() => acemqHealth({} as HealthSource)).toThrow(/health\(\)/)
-    expect(() => acemqHealth(mq, { path: 'health' })).toThrow(
+    expect(() => acemqHealth(live.mq, { path: 'health' })).toThrow(
       /acemqHealth\(options\.path\) must be a string starting with '\/'; got "health"/,
     )
   })
@@ -75,11 +66,11 @@ describe('acemqHealth (Express middleware)', () => {
 
 describe('acemqHealthHandler', () => {
   it('works with plain node:http, without Express', async () => {
-    const handler = acemqHealthHandler(mq)
-    server = await listen(
+    const handler = acemqHealthHandler(live.mq)
+    live.server = await listen(
       http.createServer((req, res) => void handler(req, res)).listen(0, '127.0.0.1'),
     )
-    const { status, body } = await getJson(`${server.url}/anything`)
+    const { status, body } = await getJson(`${live.server.url}/anything`)
     expect(status).toBe(200)
     expect(body.status).toBe('UP')
   })

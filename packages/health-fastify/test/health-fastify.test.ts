@@ -1,9 +1,13 @@
 import { AceMq, ConfigurationError, InMemoryTransport } from '@acemq/core'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { getJson, healthEndpointContract } from '../../../test-support/health-endpoint-contract.js'
+import { describe, expect, it } from 'vitest'
+import {
+  getJson,
+  healthEndpointContract,
+  useInMemoryConnection,
+} from '../../../test-support/health-endpoint-contract.js'
 import { acemqHealth, type AcemqHealthOptions } from '../src/index.js'
-import { serve, type Served } from './serve.js'
+import { serve } from './serve.js'
 
 healthEndpointContract('acemqHealth (Fastify plugin)', {
   serve: (source, options) =>
@@ -12,29 +16,16 @@ healthEndpointContract('acemqHealth (Fastify plugin)', {
     }),
 })
 
-let transport: InMemoryTransport
-let mq: AceMq
-let server: Served | undefined
-
-beforeEach(async () => {
-  transport = new InMemoryTransport()
-  mq = await AceMq.connect(transport)
-})
-
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  await mq.close({ drainTimeout: 0 })
-})
+const live = useInMemoryConnection()
 
 async function start(
   setup: (app: FastifyInstance) => Promise<void> = async (app) => {
-    await app.register(acemqHealth, { mq })
+    await app.register(acemqHealth, { mq: live.mq })
   },
   options: Parameters<typeof serve>[1] = {},
 ): Promise<string> {
-  server = await serve(setup, options)
-  return server.url
+  live.server = await serve(setup, options)
+  return live.server.url
 }
 
 describe('acemqHealth (Fastify plugin)', () => {
@@ -45,13 +36,13 @@ describe('acemqHealth (Fastify plugin)', () => {
     expect(response.headers.get('content-type')).toMatch(/^application\/json/)
     expect(response.headers.get('cache-control')).toBe('no-store')
     expect(await response.text()).toBe('')
-    await mq.close()
+    await live.mq.close()
     expect((await fetch(`${url}/acemq-health`, { method: 'HEAD' })).status).toBe(503)
   })
 
   it('leaves other routes and other methods on its path alone', async () => {
     const url = await start(async (app) => {
-      await app.register(acemqHealth, { mq })
+      await app.register(acemqHealth, { mq: live.mq })
       app.get('/orders', async () => ({ orders: [] }))
       app.post('/acemq-health', async (_request, reply) => reply.code(405).send('no'))
     })
@@ -67,7 +58,7 @@ describe('acemqHealth (Fastify plugin)', () => {
   it('is not encapsulated: registered inside a plugin, it still serves at the path', async () => {
     const url = await start(async (app) => {
       await app.register(async (scope) => {
-        await scope.register(acemqHealth, { mq })
+        await scope.register(acemqHealth, { mq: live.mq })
       })
     })
     expect((await fetch(`${url}/acemq-health`)).status).toBe(200)
@@ -78,7 +69,9 @@ describe('acemqHealth (Fastify plugin)', () => {
 
   it('serves under a prefix when registered inside a prefixed plugin', async () => {
     const url = await start(async (app) => {
-      await app.register(async (ops) => ops.register(acemqHealth, { mq }), { prefix: '/ops' })
+      await app.register(async (ops) => ops.register(acemqHealth, { mq: live.mq }), {
+        prefix: '/ops',
+      })
     })
     expect((await fetch(`${url}/ops/acemq-health`)).status).toBe(200)
     expect((await fetch(`${url}/acemq-health`)).status).toBe(404)
@@ -88,7 +81,7 @@ describe('acemqHealth (Fastify plugin)', () => {
     const other = await AceMq.connect(new InMemoryTransport())
     await other.close()
     const url = await start(async (app) => {
-      await app.register(acemqHealth, { mq })
+      await app.register(acemqHealth, { mq: live.mq })
       await app.register(acemqHealth, { mq: other, path: '/other-health' })
     })
     expect((await fetch(`${url}/acemq-health`)).status).toBe(200)
@@ -117,9 +110,11 @@ describe('acemqHealth options', () => {
   })
 
   it("refuses a path that does not start with '/', naming the value", async () => {
-    await expect(register({ mq, path: 'health' })).rejects.toThrow(
+    await expect(register({ mq: live.mq, path: 'health' })).rejects.toThrow(
       /options\.path must be a string starting with '\/'; got "health"/,
     )
-    await expect(register({ mq, path: 42 })).rejects.toThrow(/options\.path .*got number 42/)
+    await expect(register({ mq: live.mq, path: 42 })).rejects.toThrow(
+      /options\.path .*got number 42/,
+    )
   })
 })

@@ -47,6 +47,40 @@ export interface ScenarioTarget {
   probe(transport: Transport): Promise<BrokerProbe & { close(): Promise<void> }>
 }
 
+/** One scenario's connection: the library on a fresh transport, and a probe beside it. */
+export interface ScenarioConnection<T extends Transport = Transport> {
+  readonly transport: T
+  readonly mq: AceMq
+  readonly probe: BrokerProbe & { close(): Promise<void> }
+}
+
+/** Connects `AceMq` to a new transport of `target` (wrapped by `wrap`) and opens a probe. */
+export async function openScenario<T extends Transport = Transport>(
+  target: ScenarioTarget,
+  wrap: (inner: Transport) => T = (inner) => inner as T,
+): Promise<ScenarioConnection<T>> {
+  const inner = target.createTransport()
+  const transport = wrap(inner)
+  const mq = await AceMq.connect(transport)
+  return { transport, mq, probe: await target.probe(inner) }
+}
+
+/**
+ * Closes a scenario's connection at once, deletes its queues with their dead-letter, parking
+ * and retry queues (`queues` is emptied), then closes the probe.
+ */
+export async function closeScenario(
+  { mq, probe }: ScenarioConnection,
+  queues: string[],
+): Promise<void> {
+  await mq.close({ drainTimeout: 0 })
+  for (const q of queues.splice(0)) {
+    for (const suffix of ['', '.dlq', '.parked', '.retry.1s', '.retry.300ms'])
+      await probe.deleteQueue(q + suffix)
+  }
+  await probe.close()
+}
+
 /** Waits until `condition` holds, polling every 10 ms, or throws after `timeoutMs`. */
 export async function eventually(
   condition: () => boolean | Promise<boolean>,
@@ -73,24 +107,18 @@ export function engineScenarios(name: string, target: ScenarioTarget): void {
   describe(`the consumer engine on ${name}`, () => {
     let mq: AceMq
     let probe: BrokerProbe & { close(): Promise<void> }
-    let queues: string[] = []
+    let connection: ScenarioConnection
+    const queues: string[] = []
     const consumers: Consumer[] = []
 
     beforeEach(async () => {
-      const transport = target.createTransport()
-      mq = await AceMq.connect(transport)
-      probe = await target.probe(transport)
+      connection = await openScenario(target)
+      ;({ mq, probe } = connection)
     })
 
     afterEach(async () => {
       for (const consumer of consumers.splice(0)) await consumer.close({ drainTimeout: 0 })
-      await mq.close({ drainTimeout: 0 })
-      for (const q of queues) {
-        for (const suffix of ['', '.dlq', '.parked', '.retry.1s', '.retry.300ms'])
-          await probe.deleteQueue(q + suffix)
-      }
-      queues = []
-      await probe.close()
+      await closeScenario(connection, queues)
     })
 
     async function queueWith(policy?: RetryPolicy): Promise<string> {

@@ -8,7 +8,14 @@ import {
   type ClaimingIdempotencyStore,
   type IdempotencyStore,
 } from '@acemq/core'
-import { eventually, type BrokerProbe, type ScenarioTarget } from './engine-scenarios.js'
+import {
+  closeScenario,
+  eventually,
+  openScenario,
+  type BrokerProbe,
+  type ScenarioConnection,
+  type ScenarioTarget,
+} from './engine-scenarios.js'
 import { uniqueName } from './services.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
@@ -60,20 +67,16 @@ export function idempotencyScenarios(name: string, target: ScenarioTarget): void
   describe(`idempotent consumers on ${name}`, () => {
     let mq: AceMq
     let probe: BrokerProbe & { close(): Promise<void> }
-    let queues: string[] = []
+    let connection: ScenarioConnection
+    const queues: string[] = []
 
     beforeEach(async () => {
-      const transport = target.createTransport()
-      mq = await AceMq.connect(transport)
-      probe = await target.probe(transport)
+      connection = await openScenario(target)
+      ;({ mq, probe } = connection)
     })
 
     afterEach(async () => {
-      await mq.close({ drainTimeout: 0 })
-      for (const q of queues)
-        for (const suffix of ['', '.dlq', '.parked']) await probe.deleteQueue(q + suffix)
-      queues = []
-      await probe.close()
+      await closeScenario(connection, queues)
     })
 
     async function queue(): Promise<string> {

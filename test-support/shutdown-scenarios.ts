@@ -10,7 +10,14 @@ import {
   type HandlerContext,
   type Message,
 } from '@acemq/core'
-import { eventually, type BrokerProbe, type ScenarioTarget } from './engine-scenarios.js'
+import {
+  closeScenario,
+  eventually,
+  openScenario,
+  type BrokerProbe,
+  type ScenarioConnection,
+  type ScenarioTarget,
+} from './engine-scenarios.js'
 import { RecordingTransport } from './recording-transport.js'
 import { uniqueName } from './services.js'
 
@@ -25,21 +32,16 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
     let transport: RecordingTransport
     let mq: AceMq
     let probe: BrokerProbe & { close(): Promise<void> }
-    let queues: string[] = []
+    let connection: ScenarioConnection<RecordingTransport>
+    const queues: string[] = []
 
     beforeEach(async () => {
-      const inner = target.createTransport()
-      transport = new RecordingTransport(inner)
-      mq = await AceMq.connect(transport)
-      probe = await target.probe(inner)
+      connection = await openScenario(target, (inner) => new RecordingTransport(inner))
+      ;({ transport, mq, probe } = connection)
     })
 
     afterEach(async () => {
-      await mq.close({ drainTimeout: 0 })
-      for (const q of queues)
-        for (const suffix of ['', '.dlq', '.parked']) await probe.deleteQueue(q + suffix)
-      queues = []
-      await probe.close()
+      await closeScenario(connection, queues)
     })
 
     async function queue(): Promise<string> {

@@ -413,9 +413,9 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       release,
       purge,
       // A new id needs no transaction: the INSERT is atomic on its own, and the explicit
-      // BEGIN IMMEDIATE ... COMMIT around it cost ~8 % more CPU per claim. Only a conflict
-      // reads then writes, in the transaction (which tries the insert again, in case the row
-      // went away in between).
+      // BEGIN IMMEDIATE ... COMMIT around it cost 5–8 % more CPU per claim + confirm
+      // (bench/src/experiments/sqlite-claim.ts). Only a conflict reads then writes, in the
+      // transaction (which tries the insert again, in case the row went away in between).
       tryClaim: (id, owner, now) =>
         insert.run(id, owner, now).changes === 1
           ? 'claimed'

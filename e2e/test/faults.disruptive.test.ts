@@ -12,7 +12,7 @@ import {
 } from '../../test-support/broker-faults.js'
 import { requirePostgres, requireRabbit } from '../../test-support/services.js'
 import { printAccounting } from './accounting.js'
-import { BrokerVhost } from './broker-vhost.js'
+import { BrokerVhost } from '../../test-support/broker-vhost.js'
 import { NumberedPublisher } from './numbered-publisher.js'
 import { ensurePostgresRunning, hasLocalPostgres, restartPostgres } from './postgres-faults.js'
 import { effectsDatabase, startProgram, type Child, type EffectsDatabase } from './support.js'
@@ -345,7 +345,7 @@ describe.runIf(ready)('the faults run', () => {
     )
     await poll(
       async () => {
-        const counts = (await vhost.queues()).get(queue)
+        const counts = (await vhost.queueCounts()).get(queue)
         return counts !== undefined && counts.ready + counts.unacked === 0
       },
       60_000,
@@ -355,7 +355,7 @@ describe.runIf(ready)('the faults run', () => {
     await sleep(2 * CLAIM_TIMEOUT_MS)
 
     const effects = await database.effects()
-    const queues = await vhost.queues()
+    const queues = await vhost.queueCounts()
     const workerStats = await Promise.all(live.map((w) => ask<WorkerStats>(w, 'stats', 'STATS')))
     for (const worker of live) worker.process.kill('SIGTERM')
     const exits = await Promise.all(live.map((w) => w.exited))

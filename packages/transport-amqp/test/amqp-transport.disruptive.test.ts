@@ -5,7 +5,8 @@ import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { clearMemoryAlarm, raiseMemoryAlarm } from '../../../test-support/broker-faults.js'
 import { requireRabbit, uniqueName } from '../../../test-support/services.js'
 import type { AmqpTransport } from '../src/index.js'
-import { LOCK_WAIT_TIMEOUT, TestVhost, holdBrokerFaultLock } from './support/broker.js'
+import { BrokerVhost } from '../../../test-support/broker-vhost.js'
+import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
 import {
   Harness,
   collector,
@@ -31,7 +32,7 @@ function record(transport: AmqpTransport): TransportEvent[] {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 describe.runIf(hasRabbit)('AmqpTransport when the broker fails', () => {
-  let vhost: TestVhost
+  let vhost: BrokerVhost
   let admin: AmqpAdmin
   let releaseLock: () => Promise<void>
   const harness = new Harness()
@@ -57,7 +58,7 @@ describe.runIf(hasRabbit)('AmqpTransport when the broker fails', () => {
     // Alarms are broker-wide; the shared lock keeps every other fault test (and the suites
     // that hold it) out of the way while this file runs.
     releaseLock = await holdBrokerFaultLock()
-    vhost = await TestVhost.create()
+    vhost = await BrokerVhost.create('acemq-transport-test')
     harness.url = vhost.url
     admin = await AmqpAdmin.open(vhost.url)
   }, LOCK_WAIT_TIMEOUT)

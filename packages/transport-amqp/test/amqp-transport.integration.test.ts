@@ -18,10 +18,10 @@ import { AmqpTransport } from '../src/index.js'
 import {
   LOCK_WAIT_TIMEOUT,
   RecordingProxy,
-  TestVhost,
   fieldTag,
   holdBrokerFaultLock,
 } from './support/broker.js'
+import { BrokerVhost } from '../../../test-support/broker-vhost.js'
 import { Harness, collector, eventually, message, outcome, text } from './support/harness.js'
 
 const hasRabbit = await requireRabbit()
@@ -31,7 +31,7 @@ function queue(name: string, type: 'classic' | 'quorum' = 'classic', args = {}):
 }
 
 describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
-  let vhost: TestVhost
+  let vhost: BrokerVhost
   let admin: AmqpAdmin
   let releaseLock: () => Promise<void>
   const harness = new Harness()
@@ -46,7 +46,7 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
 
   beforeAll(async () => {
     releaseLock = await holdBrokerFaultLock()
-    vhost = await TestVhost.create()
+    vhost = await BrokerVhost.create('acemq-transport-test')
     harness.url = vhost.url
     admin = await AmqpAdmin.open(vhost.url)
   }, LOCK_WAIT_TIMEOUT)

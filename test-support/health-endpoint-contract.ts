@@ -63,6 +63,20 @@ export function useInMemoryConnection(): InMemoryConnection {
 }
 
 /**
+ * HEAD on `url` answers 200 with the JSON content type and `no-store` and no body while `mq`
+ * is open, and 503 once it is closed (this closes it).
+ */
+export async function expectHeadAnswers(url: string, mq: AceMq): Promise<void> {
+  const response = await fetch(url, { method: 'HEAD' })
+  expect(response.status).toBe(200)
+  expect(response.headers.get('content-type')).toMatch(/^application\/json/)
+  expect(response.headers.get('cache-control')).toBe('no-store')
+  expect(await response.text()).toBe('')
+  await mq.close()
+  expect((await fetch(url, { method: 'HEAD' })).status).toBe(503)
+}
+
+/**
  * What every health adapter (Express, Fastify, ...) must answer, mounted at its default
  * path on an in-memory connection: the status codes and bodies of SPEC §8, HEAD, a custom
  * path, and a health() that fails.
@@ -185,14 +199,7 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
     })
 
     it('answers HEAD with the status code and headers only', async () => {
-      const url = await start()
-      const response = await fetch(`${url}/acemq-health`, { method: 'HEAD' })
-      expect(response.status).toBe(200)
-      expect(response.headers.get('content-type')).toMatch(/^application\/json/)
-      expect(response.headers.get('cache-control')).toBe('no-store')
-      expect(await response.text()).toBe('')
-      await live.mq.close()
-      expect((await fetch(`${url}/acemq-health`, { method: 'HEAD' })).status).toBe(503)
+      await expectHeadAnswers(`${await start()}/acemq-health`, live.mq)
     })
 
     it('answers on a custom path, and the default path is then 404', async () => {

@@ -2,6 +2,7 @@ import { AceMq, ConfigurationError, InMemoryTransport } from '@acemq/core'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import {
+  expectHeadAnswers,
   getJson,
   healthEndpointContract,
   useInMemoryConnection,
@@ -31,13 +32,7 @@ async function start(
 describe('acemqHealth (Fastify plugin)', () => {
   it('answers HEAD with the status code and headers only, even with exposeHeadRoutes off', async () => {
     const url = await start(undefined, { exposeHeadRoutes: false })
-    const response = await fetch(`${url}/acemq-health`, { method: 'HEAD' })
-    expect(response.status).toBe(200)
-    expect(response.headers.get('content-type')).toMatch(/^application\/json/)
-    expect(response.headers.get('cache-control')).toBe('no-store')
-    expect(await response.text()).toBe('')
-    await live.mq.close()
-    expect((await fetch(`${url}/acemq-health`, { method: 'HEAD' })).status).toBe(503)
+    await expectHeadAnswers(`${url}/acemq-health`, live.mq)
   })
 
   it('leaves other routes and other methods on its path alone', async () => {

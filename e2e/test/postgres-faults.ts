@@ -17,7 +17,7 @@ export function hasLocalPostgres(): boolean {
   return cluster() !== undefined
 }
 
-async function pgctl(action: 'restart' | 'start' | 'status'): Promise<void> {
+async function pgctl(action: 'stop' | 'start' | 'status'): Promise<void> {
   const target = cluster()
   if (target === undefined) throw new Error(`no Postgres cluster under ${CLUSTERS}`)
   await run('pg_ctlcluster', ['--skip-systemctl-redirect', ...target, action], {
@@ -26,12 +26,12 @@ async function pgctl(action: 'restart' | 'start' | 'status'): Promise<void> {
 }
 
 /**
- * Restarts Postgres (`pg_ctlcluster ... restart`, fast shutdown: every connection is cut).
- * Hold the broker-fault lock around it (`withBrokerFault`), and call
+ * Stops Postgres (`pg_ctlcluster ... stop`, fast shutdown: every connection is cut, and new
+ * ones are refused until it starts again). Hold the broker-fault lock around it, and call
  * {@link ensurePostgresRunning} in a `finally`.
  */
-export async function restartPostgres(): Promise<void> {
-  await pgctl('restart')
+export async function stopPostgres(): Promise<void> {
+  await pgctl('stop')
 }
 
 /** Starts Postgres unless it is running: for `finally` blocks and `afterAll`. */

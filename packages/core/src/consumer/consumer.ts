@@ -243,39 +243,49 @@ export class ConsumerEngine<T> implements Consumer {
     }
     this.#running.add(task)
     this.#host.taskStarted()
-    void this.#process(task).finally(() => {
-      this.#running.delete(task)
-      this.#host.taskFinished()
-      // Only a drain or close is ever waiting: skip the copy on every other message.
-      if (this.#idleWaiters.size > 0) for (const check of [...this.#idleWaiters]) check()
-      if (this.#closeChannelWhenIdle && this.#running.size === 0) void this.closeChannel()
-      else this.pump()
-    })
+    void this.#process(task)
   }
 
+  #finished(task: DeliveryTask): void {
+    this.#running.delete(task)
+    this.#host.taskFinished()
+    // Only a drain or close is ever waiting: skip the copy on every other message.
+    if (this.#idleWaiters.size > 0) for (const check of [...this.#idleWaiters]) check()
+    if (this.#closeChannelWhenIdle && this.#running.size === 0) void this.closeChannel()
+    else this.pump()
+  }
+
+  /** Handles one delivery to the end, and always ends in {@link #finished}. */
   async #process(task: DeliveryTask): Promise<void> {
     const { delivery } = task
-    const { envelope, headers } = readEnvelope(delivery.headers, {
-      messageId: delivery.properties.messageId,
-      routingKey: delivery.routingKey,
-    })
-    const scope = this.#host.instrumentation?.processStarted({
-      queue: this.queue,
-      messageId: envelope.id,
-      correlation: envelope.correlation,
-      attempt: envelope.attempt,
-      headers,
-    })
-    let settled: Settled
+    let scope: ProcessScope | undefined
+    let settled: Settled | undefined
+    let defect: unknown
     try {
-      settled = await this.#handle(task, envelope, headers, scope)
-    } catch (error) {
-      // Only a defect in the engine itself gets here: hand the message back, never lose it.
-      delivery.nack(true)
-      scope?.end('rejected', error)
-      return
+      try {
+        const { envelope, headers } = readEnvelope(delivery.headers, {
+          messageId: delivery.properties.messageId,
+          routingKey: delivery.routingKey,
+        })
+        scope = this.#host.instrumentation?.processStarted({
+          queue: this.queue,
+          messageId: envelope.id,
+          correlation: envelope.correlation,
+          attempt: envelope.attempt,
+          headers,
+        })
+        settled = await this.#handle(task, envelope, headers, scope)
+      } catch (error) {
+        // Only a defect in the engine itself gets here: hand the message back, never lose it.
+        defect = error
+        delivery.nack(true)
+      }
+      // Outside the inner try: the delivery is settled by now, and must not be settled twice.
+      if (settled === undefined) scope?.end('rejected', defect)
+      else scope?.end(settled === 'released' || settled === 'abandoned' ? 'rejected' : settled)
+    } finally {
+      this.#finished(task)
     }
-    scope?.end(settled === 'released' || settled === 'abandoned' ? 'rejected' : settled)
   }
 
   async #handle(
@@ -368,7 +378,11 @@ export class ConsumerEngine<T> implements Consumer {
 
     if (store !== undefined) {
       if (result.kind === 'accept') {
-        await this.#confirm(store, envelope.id)
+        try {
+          await store.confirm(envelope.id)
+        } catch (error) {
+          await this.#confirmAgain(store, envelope.id, error)
+        }
       } else {
         // A release that fails leaves the claim to expire; the retry waits as in progress.
         await store
@@ -382,24 +396,24 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   /**
-   * Records the work as done. A confirm that fails is tried again a few times: an id left
-   * unconfirmed becomes claimable once its lease runs out, and a second copy of the message
-   * (a publisher that resent after a lost confirm) would then run the handler again. If it
-   * still fails the message is acked all the same — the work is done — and reported.
+   * Records the work as done after a first confirm failed. A confirm that fails is tried
+   * again a few times: an id left unconfirmed becomes claimable once its lease runs out, and
+   * a second copy of the message (a publisher that resent after a lost confirm) would then
+   * run the handler again. If it still fails the message is acked all the same — the work is
+   * done — and reported.
    */
-  async #confirm(store: IdempotencyStore, id: string): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
+  async #confirmAgain(store: IdempotencyStore, id: string, failure: unknown): Promise<void> {
+    let last = failure
+    for (const wait of CONFIRM_RETRY_DELAYS_MS) {
+      if (!(await sleep(wait, this.#host.closingSignal))) break
       try {
         await store.confirm(id)
         return
       } catch (error) {
-        const wait = CONFIRM_RETRY_DELAYS_MS[attempt]
-        if (wait === undefined || !(await sleep(wait, this.#host.closingSignal))) {
-          this.#host.reportError(error, `could not confirm message ${id}`)
-          return
-        }
+        last = error
       }
     }
+    this.#host.reportError(last, `could not confirm message ${id}`)
   }
 
   async #runHandler(
@@ -425,13 +439,14 @@ export class ConsumerEngine<T> implements Consumer {
     }
   }
 
-  async #settle(
+  /** Not async: an accepted message is acked without a promise around it. */
+  #settle(
     task: DeliveryTask,
     envelope: Envelope,
     headers: Headers,
     result: AckResult,
     scope: ProcessScope | undefined,
-  ): Promise<Settled> {
+  ): Settled | Promise<Settled> {
     const { delivery } = task
     switch (result.kind) {
       case 'accept':

@@ -61,8 +61,13 @@ export function isClaimingStore(store: IdempotencyStore): store is ClaimingIdemp
  * const result = await claimWith(store, message.envelope.id)
  * ```
  */
-export async function claimWith(store: IdempotencyStore, id: string): Promise<ClaimResult> {
+export function claimWith(store: IdempotencyStore, id: string): Promise<ClaimResult> {
+  // Not async: the store's own promise is handed on, without another one around it.
   if (isClaimingStore(store)) return store.tryClaim(id)
+  return claimThenAsk(store, id)
+}
+
+async function claimThenAsk(store: IdempotencyStore, id: string): Promise<ClaimResult> {
   if (await store.claim(id)) return 'claimed'
   return (await store.isConfirmed(id)) ? 'duplicate' : 'in_progress'
 }

@@ -175,7 +175,12 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     const owner = randomUUID()
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = this.#now()
-      if (await this.#insert(id, owner, now)) return this.#won(id, owner)
+      // Postgres and SQLite insert inline: one async frame less per message.
+      const inserted =
+        this.dialect === 'mysql'
+          ? await this.#insertMysql(id, owner, now)
+          : affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
+      if (inserted) return this.#won(id, owner)
       const row = await this.#read(id)
       // Released or purged since the insert conflicted: insert again.
       if (row === undefined) continue
@@ -294,10 +299,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   }
 
   /** True when this insert made the row; false only when the primary key already had it. */
-  async #insert(id: string, owner: string, now: number): Promise<boolean> {
-    if (this.dialect !== 'mysql') {
-      return affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
-    }
+  async #insertMysql(id: string, owner: string, now: number): Promise<boolean> {
     // INSERT IGNORE would also swallow NOT NULL, truncation and trigger errors: only the
     // duplicate key may mean "taken".
     try {

@@ -38,6 +38,9 @@ export function prepare<Slot extends string, Row = unknown>(
       sql: compiled.sql,
       parameters: order.map((name) => values[name]),
     }
-    return executor.executeQuery(query)
+    // What `executor.executeQuery` does, without its plugin pass (the store's executor has no
+    // plugins) and two of its async frames: under an AsyncLocalStorage, Node 20 runs promise
+    // hooks for each promise a statement makes.
+    return executor.provideConnection((connection) => connection.executeQuery(query))
   }
 }

@@ -5,6 +5,8 @@
 //              as @acemq's consumer does around every handler: Node 20 then runs promise hooks
 //              for every promise in the process
 //   kysely     KyselyIdempotencyStore.tryClaim + confirm (the store @acemq uses)
+//   kysely+als the same inside als.run(), as under @acemq's consumer: what the promises the
+//              store makes per statement cost once Node 20's promise hooks are on
 //   kysely-compiled  the two statements of the pg variant through the same Kysely instance, as
 //              CompiledQuery.raw(sql, parameters): Kysely's driver path without building and
 //              compiling a query per call
@@ -23,7 +25,7 @@ import { interleave } from '../internal/rounds.js'
 import { fmt, median } from '../internal/stats.js'
 import { runWhenMain, writeResult } from './experiment.js'
 
-const VARIANTS = ['pg', 'pg+als', 'kysely', 'kysely-compiled'] as const
+const VARIANTS = ['pg', 'pg+als', 'kysely', 'kysely+als', 'kysely-compiled'] as const
 type Variant = (typeof VARIANTS)[number]
 
 interface Params {
@@ -55,16 +57,18 @@ function open(p: Params): Step {
       close: () => db.destroy(),
     }
   }
-  if (p.variant === 'kysely') {
+  if (p.variant === 'kysely' || p.variant === 'kysely+als') {
     const db = new Kysely<Record<string, never>>({
       dialect: new PostgresDialect({ pool: pgPool(p.concurrency) }),
     })
     const store = new KyselyIdempotencyStore(db, { table: p.table })
+    const step = async (id: string): Promise<void> => {
+      await store.tryClaim(id)
+      await store.confirm(id)
+    }
+    const als = new AsyncLocalStorage<string>()
     return {
-      step: async (id) => {
-        await store.tryClaim(id)
-        await store.confirm(id)
-      },
+      step: p.variant === 'kysely' ? step : (id) => als.run(id, () => step(id)),
       close: async () => {
         await store.close()
         await db.destroy()

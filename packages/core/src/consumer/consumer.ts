@@ -422,12 +422,17 @@ export class ConsumerEngine<T> implements Consumer {
     context: HandlerContext,
     scope: ProcessScope | undefined,
   ): Promise<AckResult> {
-    const started = performance.now()
+    const started = scope === undefined ? 0 : performance.now()
     let failure: unknown
     try {
-      const call = (): ReturnType<Handler<T>> => this.#handler(message, context)
-      const returned = await this.#host.currentTask.run(task, () =>
-        scope ? scope.run(call) : call(),
+      // No closure per message: run() passes the arguments on.
+      const returned = await this.#host.currentTask.run(
+        task,
+        invokeHandler,
+        this.#handler,
+        message,
+        context,
+        scope,
       )
       return isAckResult(returned) ? returned : ACCEPT
     } catch (error) {
@@ -644,6 +649,18 @@ function republishedProperties(
   const { expiration: _expiration, userId: _userId, messageId: _messageId, ...kept } = properties
   // An id longer than AMQP's message-id can hold still travels in x-acemq-id.
   return Buffer.byteLength(messageId) <= MAX_ID_BYTES ? { ...kept, messageId } : kept
+}
+
+/** Calls the handler, inside the instrumentation's scope when there is one. */
+function invokeHandler<T>(
+  handler: Handler<T>,
+  message: Message<T>,
+  context: HandlerContext,
+  scope: ProcessScope | undefined,
+): ReturnType<Handler<T>> {
+  return scope === undefined
+    ? handler(message, context)
+    : scope.run(() => handler(message, context))
 }
 
 /** How long to wait before each retry of a failed confirm. */

@@ -213,6 +213,18 @@ function isReserved(key: string): boolean {
   return key.slice(0, RESERVED_HEADER_PREFIX.length).toLowerCase() === RESERVED_HEADER_PREFIX
 }
 
+/** Sets a header as an own property, even one named '__proto__' (which `=` would not create). */
+function defineHeader(headers: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') {
+    Object.defineProperty(headers, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    })
+  } else headers[key] = value
+}
+
 function isTable(value: unknown): value is Headers {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
@@ -272,11 +284,12 @@ export function readEnvelope(
     claim: headerString(source[h.claim]),
     error: headerString(source[h.error]),
   })
-  // fromEntries defines own properties, so a `__proto__` header stays a header.
-  const application = Object.fromEntries(
-    Object.entries(source).filter(([key]) => !isReserved(key)),
-  ) as Headers
-  return { envelope, headers: application }
+  // Built in place (it runs on every delivery).
+  const application: Record<string, unknown> = {}
+  for (const key of Object.keys(source)) {
+    if (!isReserved(key)) defineHeader(application, key, source[key])
+  }
+  return { envelope, headers: application as Headers }
 }
 
 /**
@@ -359,16 +372,7 @@ export function writeEnvelope(
   // Built in place (it runs on every publish): the application headers first, then ours.
   const headers: Record<string, unknown> = {}
   const put = (key: string, value: unknown): void => {
-    if (value === undefined) return
-    // An own property even for '__proto__', which plain assignment would not create.
-    if (key === '__proto__') {
-      Object.defineProperty(headers, key, {
-        value,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      })
-    } else headers[key] = value
+    if (value !== undefined) defineHeader(headers, key, value)
   }
   if (applicationHeaders !== undefined) {
     for (const key of Object.keys(applicationHeaders)) put(key, applicationHeaders[key])

@@ -2,22 +2,48 @@
 // same hand-written amqplib consumer (prefetch 100, one at a time, an in-memory idempotency
 // claim + confirm per message, so a few promises per message), with and without each message
 // handled inside als.run() — which is what @acemq's consumer does around every handler
-// (ace-mq.ts #currentTask, consumer.ts #runHandler). Each run in a fresh process, interleaved.
+// (ace-mq.ts #currentTask, consumer.ts #runHandler). A third variant is @acemq itself on the
+// same work (an idempotent consumer, the same store, prefetch 100, one at a time), so that
+// acemq ÷ als is what the engine costs beyond the AsyncLocalStorage. Each run in a fresh
+// process, interleaved.
 // Run: pnpm --filter @acemq/bench exec tsx --conditions=@acemq/source src/experiments/als-consume.ts
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { InMemoryIdempotencyStore } from '@acemq/core'
+import { ConsumerOptions, InMemoryIdempotencyStore } from '@acemq/core'
 import type { Worker } from '../comparisons/comparison.js'
 import { QUICK } from '../internal/config.js'
-import { Countdown, limitedConsumer, openRaw } from '../internal/contestants.js'
+import {
+  Countdown,
+  drainAceMq,
+  limitedConsumer,
+  openAceMq,
+  openRaw,
+} from '../internal/contestants.js'
 import { collectGarbage, measured } from '../internal/profiler.js'
 import { fmt, median } from '../internal/stats.js'
 import { interleaveConsumers, runWhenMain, writeResult, type ConsumeParams } from './experiment.js'
 
-const VARIANTS = ['plain', 'als'] as const
+const VARIANTS = ['plain', 'als', 'acemq'] as const
 type Variant = (typeof VARIANTS)[number]
 
-const drain: Worker = async (params) => {
+const drainWithAceMq: Worker = async (params) => {
   const p = params as ConsumeParams<Variant>
+  const mq = await openAceMq('als experiment')
+  const options = ConsumerOptions.defaults()
+    .withPrefetch(100)
+    .withConcurrency(1)
+    .idempotent(InMemoryIdempotencyStore.forOneDay())
+  try {
+    await drainAceMq(mq, p.warmupQueue, p.warmup, options)
+    collectGarbage()
+    return await measured(undefined, () => drainAceMq(mq, p.queue, p.count, options))
+  } finally {
+    await mq.close()
+  }
+}
+
+const drain: Worker = async (params, context) => {
+  const p = params as ConsumeParams<Variant>
+  if (p.variant === 'acemq') return drainWithAceMq(params, context)
   const raw = await openRaw('als experiment')
   const store = InMemoryIdempotencyStore.forOneDay()
   const als = new AsyncLocalStorage<string>()
@@ -68,9 +94,15 @@ runWhenMain(import.meta.url, async () => {
     warmup: QUICK ? 300 : 3_000,
   })
   const ratios = cpu.als.map((x, i) => x / (cpu.plain[i] as number))
-  console.log(`\nCPU µs/msg: plain ${fmt(median(cpu.plain))}, als ${fmt(median(cpu.als))}`)
+  const engine = cpu.acemq.map((x, i) => x / (cpu.als[i] as number))
+  console.log(
+    `\nCPU µs/msg: plain ${fmt(median(cpu.plain))}, als ${fmt(median(cpu.als))}, acemq ${fmt(median(cpu.acemq))}`,
+  )
   console.log(
     `als ÷ plain per round: ${ratios.map((r) => fmt(r)).join(', ')}; median ${fmt(median(ratios))}`,
   )
-  writeResult('als-consume', { rounds, count, cpuUsPerMessage: { ...cpu, ratios } })
+  console.log(
+    `acemq ÷ als per round: ${engine.map((r) => fmt(r)).join(', ')}; median ${fmt(median(engine))}`,
+  )
+  writeResult('als-consume', { rounds, count, cpuUsPerMessage: { ...cpu, ratios, engine } })
 })

@@ -4,8 +4,9 @@
 // handled inside als.run() — which is what @acemq's consumer does around every handler
 // (ace-mq.ts #currentTask, consumer.ts #runHandler). A third variant is @acemq itself on the
 // same work (an idempotent consumer, the same store, prefetch 100, one at a time), so that
-// acemq ÷ als is what the engine costs beyond the AsyncLocalStorage. Each run in a fresh
-// process, interleaved.
+// acemq ÷ als is what the engine costs beyond the AsyncLocalStorage; and @acemq once more with
+// Nagle's algorithm on (socketOptions.noDelay: false), for what TCP_NODELAY costs the acks. Each
+// run in a fresh process, interleaved.
 // Run: pnpm --filter @acemq/bench exec tsx --conditions=@acemq/source src/experiments/als-consume.ts
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { ConsumerOptions, InMemoryIdempotencyStore } from '@acemq/core'
@@ -22,12 +23,12 @@ import { collectGarbage, measured } from '../internal/profiler.js'
 import { fmt, median } from '../internal/stats.js'
 import { interleaveConsumers, runWhenMain, writeResult, type ConsumeParams } from './experiment.js'
 
-const VARIANTS = ['plain', 'als', 'acemq'] as const
+const VARIANTS = ['plain', 'als', 'acemq', 'acemq-nagle'] as const
 type Variant = (typeof VARIANTS)[number]
 
 const drainWithAceMq: Worker = async (params) => {
   const p = params as ConsumeParams<Variant>
-  const mq = await openAceMq('als experiment')
+  const mq = await openAceMq('als experiment', { nagle: p.variant === 'acemq-nagle' })
   const options = ConsumerOptions.defaults()
     .withPrefetch(100)
     .withConcurrency(1)
@@ -43,7 +44,7 @@ const drainWithAceMq: Worker = async (params) => {
 
 const drain: Worker = async (params, context) => {
   const p = params as ConsumeParams<Variant>
-  if (p.variant === 'acemq') return drainWithAceMq(params, context)
+  if (p.variant === 'acemq' || p.variant === 'acemq-nagle') return drainWithAceMq(params, context)
   const raw = await openRaw('als experiment')
   const store = InMemoryIdempotencyStore.forOneDay()
   const als = new AsyncLocalStorage<string>()
@@ -95,8 +96,9 @@ runWhenMain(import.meta.url, async () => {
   })
   const ratios = cpu.als.map((x, i) => x / (cpu.plain[i] as number))
   const engine = cpu.acemq.map((x, i) => x / (cpu.als[i] as number))
+  const nagle = cpu['acemq-nagle'].map((x, i) => x / (cpu.acemq[i] as number))
   console.log(
-    `\nCPU µs/msg: plain ${fmt(median(cpu.plain))}, als ${fmt(median(cpu.als))}, acemq ${fmt(median(cpu.acemq))}`,
+    `\nCPU µs/msg: plain ${fmt(median(cpu.plain))}, als ${fmt(median(cpu.als))}, acemq ${fmt(median(cpu.acemq))}, acemq-nagle ${fmt(median(cpu['acemq-nagle']))}`,
   )
   console.log(
     `als ÷ plain per round: ${ratios.map((r) => fmt(r)).join(', ')}; median ${fmt(median(ratios))}`,
@@ -104,5 +106,8 @@ runWhenMain(import.meta.url, async () => {
   console.log(
     `acemq ÷ als per round: ${engine.map((r) => fmt(r)).join(', ')}; median ${fmt(median(engine))}`,
   )
-  writeResult('als-consume', { rounds, count, cpuUsPerMessage: { ...cpu, ratios, engine } })
+  console.log(
+    `acemq-nagle ÷ acemq per round: ${nagle.map((r) => fmt(r)).join(', ')}; median ${fmt(median(nagle))}`,
+  )
+  writeResult('als-consume', { rounds, count, cpuUsPerMessage: { ...cpu, ratios, engine, nagle } })
 })

@@ -1,4 +1,4 @@
-// What an enabled AsyncLocalStorage costs a consumer on Node 20, measured without @acemq: the
+// What an enabled AsyncLocalStorage costs a consumer on Node 20, measured first without @acemq: the
 // same hand-written amqplib consumer (prefetch 100, one at a time, an in-memory idempotency
 // claim + confirm per message, so a few promises per message), with and without each message
 // handled inside als.run() — which is what @acemq's consumer does around every handler

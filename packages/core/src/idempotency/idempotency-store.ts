@@ -11,18 +11,30 @@ export type ClaimResult = 'claimed' | 'duplicate' | 'in_progress'
  * than the store's claim timeout may be taken over; a confirmed id is never retaken while
  * it is retained. Ids are UTF-8 text.
  *
+ * Every claim has an owner: the `owner` token passed with it (the engine passes a fresh one for
+ * each delivery it claims), or the store instance's own token when none is passed. A release
+ * frees the claim only while that owner still holds it, so a stale owner releasing late never
+ * frees a claim someone else has taken over — not even another task in the same process on the
+ * same store instance.
+ *
  * @example
  * ```ts
  * if (await store.claim(id)) { try { await work(); await store.confirm(id) } catch { await store.release(id) } }
  * ```
  */
 export interface IdempotencyStore {
-  /** Takes the claim on `id`: true if this caller holds it now (new, or a stale claim taken over). */
-  claim(id: string): Promise<boolean>
+  /**
+   * Takes the claim on `id` for `owner`: true if it holds it now (new, or a stale claim taken
+   * over).
+   */
+  claim(id: string, owner?: string): Promise<boolean>
   /** Marks `id` handled: from now on it is a duplicate. */
-  confirm(id: string): Promise<void>
-  /** Gives up this caller's claim on `id`, so a retry can take it. Never frees someone else's claim. */
-  release(id: string): Promise<void>
+  confirm(id: string, owner?: string): Promise<void>
+  /**
+   * Gives up `owner`'s claim on `id`, so a retry can take it. Never frees a claim that another
+   * owner holds (one that took it over after this owner's lease ran out).
+   */
+  release(id: string, owner?: string): Promise<void>
   /** Whether `id` was confirmed (and is still retained). */
   isConfirmed(id: string): Promise<boolean>
 }
@@ -38,7 +50,7 @@ export interface IdempotencyStore {
  * ```
  */
 export interface ClaimingIdempotencyStore extends IdempotencyStore {
-  tryClaim(id: string): Promise<ClaimResult>
+  tryClaim(id: string, owner?: string): Promise<ClaimResult>
 }
 
 /**
@@ -61,13 +73,21 @@ export function isClaimingStore(store: IdempotencyStore): store is ClaimingIdemp
  * const result = await claimWith(store, message.envelope.id)
  * ```
  */
-export function claimWith(store: IdempotencyStore, id: string): Promise<ClaimResult> {
+export function claimWith(
+  store: IdempotencyStore,
+  id: string,
+  owner?: string,
+): Promise<ClaimResult> {
   // Not async: the store's own promise is handed on, without another one around it.
-  if (isClaimingStore(store)) return store.tryClaim(id)
-  return claimThenAsk(store, id)
+  if (isClaimingStore(store)) return store.tryClaim(id, owner)
+  return claimThenAsk(store, id, owner)
 }
 
-async function claimThenAsk(store: IdempotencyStore, id: string): Promise<ClaimResult> {
-  if (await store.claim(id)) return 'claimed'
+async function claimThenAsk(
+  store: IdempotencyStore,
+  id: string,
+  owner: string | undefined,
+): Promise<ClaimResult> {
+  if (await store.claim(id, owner)) return 'claimed'
   return (await store.isConfirmed(id)) ? 'duplicate' : 'in_progress'
 }

@@ -61,6 +61,13 @@ export interface TransportPublishOptions {
   readonly whenBlocked?: 'reject' | 'wait'
   /** Abandons a publish that is still waiting for room, for the connection or for unblocking. */
   readonly signal?: AbortSignal
+  /**
+   * Which confirm channel carries the publish. `engine` (the engine's retries, put-backs and
+   * moves) never shares a channel with `application` publishes (the default), so an
+   * application's bad publish (to a missing exchange, say) cannot take the engine's
+   * outstanding confirms down with it. A transport with no channels may ignore it.
+   */
+  readonly lane?: 'application' | 'engine'
 }
 
 /**
@@ -75,14 +82,43 @@ export interface Delivery {
   readonly exchange: string
   readonly routingKey: string
   readonly redelivered: boolean
+  /**
+   * The headers as they travel, with every integer's wire width kept (as {@link TypedInteger}
+   * or the client's own typed notation) and nothing removed: a copy the engine republishes
+   * starts from these, so a foreign header keeps its type and an `x-acemq-*` header the engine
+   * does not know survives the copy. A transport that keeps no widths may leave it out; the
+   * engine then uses {@link Delivery.headers}.
+   */
+  readonly wireHeaders?: Headers
+  /**
+   * Whether a settlement can still be written: `false` once the channel the delivery came on
+   * has closed (the broker puts it back and redelivers it) or once it has been settled. The
+   * engine never starts a handler for a delivery that is no longer settleable. Left out, it
+   * counts as `true`.
+   */
+  readonly settleable?: boolean
   ack(): boolean
   nack(requeue: boolean): boolean
 }
+
+/**
+ * What happened to one subscription's channel.
+ * - `channel-lost`: the channel closed (a channel error, the broker's `consumer_timeout`, the
+ *   connection dropping): every delivery not yet settled on it is no longer
+ *   {@link Delivery.settleable} and goes back to the queue. The transport subscribes again on
+ *   its own when it can.
+ * - `consuming`: the subscription is consuming again after a `channel-lost`.
+ */
+export type SubscriptionStatus =
+  | { readonly type: 'channel-lost'; readonly error: Error | undefined }
+  | { readonly type: 'consuming' }
 
 /** Options for a subscription. */
 export interface TransportConsumeOptions {
   /** Unacknowledged deliveries this consumer may hold; per consumer, never channel-global. */
   readonly prefetch: number
+  /** Told when the subscription's channel is lost and when it consumes again. Must not throw. */
+  readonly onStatus?: (status: SubscriptionStatus) => void
 }
 
 /** A live subscription. It survives reconnects: a transport re-subscribes it after recovery. */

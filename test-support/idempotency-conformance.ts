@@ -34,9 +34,9 @@ const CLAIM_TIMEOUT = 60_000
 const RETENTION = 3_600_000
 
 /**
- * Registers the cases every idempotency store must pass (SPEC §6): claims, duplicates,
- * in-progress, leases, releases that only free the caller's own claim, retention, races and
- * key validation.
+ * Registers the cases every idempotency store must pass: claims, duplicates, in-progress,
+ * leases, releases that only free the claim their owner still holds, retention (and its
+ * boundary), races, and key and owner validation.
  *
  * @example
  * ```ts
@@ -171,6 +171,102 @@ export function idempotencyStoreConformance(name: string, factory: ConformanceFa
       expect(await third.isConfirmed(key)).toBe(true)
     })
 
+    it("does not let a stale owner's late release free a newer owner's claim on the same instance", async () => {
+      const key = id('same-instance-late-release')
+      const third = await fixture.second()
+      expect(await store.tryClaim(key, 'owner-a')).toBe('claimed')
+      advance(CLAIM_TIMEOUT + 1)
+      expect(await store.tryClaim(key, 'owner-b')).toBe('claimed')
+      await store.release(key, 'owner-a')
+      expect(await third.tryClaim(key)).toBe('in_progress')
+      await store.release(key, 'owner-b')
+      expect(await third.tryClaim(key)).toBe('claimed')
+    })
+
+    it('frees a claim only when the owner that holds it releases it, through any instance', async () => {
+      const key = id('owner-release')
+      const other = await fixture.second()
+      expect(await store.tryClaim(key, 'owner-a')).toBe('claimed')
+      await store.release(key, 'owner-b')
+      await store.release(key)
+      await other.release(key)
+      expect(await other.tryClaim(key, 'owner-c')).toBe('in_progress')
+      // The token, not the instance, owns the claim.
+      await other.release(key, 'owner-a')
+      expect(await other.tryClaim(key, 'owner-c')).toBe('claimed')
+    })
+
+    it('does not let an owner-less release free a claim taken with an owner', async () => {
+      const key = id('ownerless-release')
+      const other = await fixture.second()
+      await store.tryClaim(key, 'owner-a')
+      await store.release(key)
+      expect(await other.tryClaim(key)).toBe('in_progress')
+    })
+
+    it("gives owner-less callers the instance's own token: its release frees its claim, another instance's does not", async () => {
+      const key = id('ownerless')
+      const other = await fixture.second()
+      expect(await store.tryClaim(key)).toBe('claimed')
+      await store.release(key, 'owner-a')
+      await other.release(key)
+      expect(await other.tryClaim(key)).toBe('in_progress')
+      await store.release(key)
+      expect(await other.tryClaim(key)).toBe('claimed')
+    })
+
+    it('answers in_progress to an owner asking again for the live claim it holds, and claimed once it is stale', async () => {
+      const key = id('same-owner')
+      expect(await store.tryClaim(key, 'owner-a')).toBe('claimed')
+      expect(await store.tryClaim(key, 'owner-a')).toBe('in_progress')
+      expect(await store.claim(key, 'owner-a')).toBe(false)
+      advance(CLAIM_TIMEOUT + 1)
+      expect(await store.tryClaim(key, 'owner-a')).toBe('claimed')
+      // Still a's claim: a's release frees it.
+      await store.release(key, 'owner-a')
+      expect(await store.tryClaim(key, 'owner-b')).toBe('claimed')
+    })
+
+    it('records a confirm by an owner whose claim was taken over on the same instance', async () => {
+      const key = id('same-instance-late-confirm')
+      const third = await fixture.second()
+      await store.tryClaim(key, 'owner-a')
+      advance(CLAIM_TIMEOUT + 1)
+      expect(await store.tryClaim(key, 'owner-b')).toBe('claimed')
+      await store.confirm(key, 'owner-a')
+      expect(await third.tryClaim(key)).toBe('duplicate')
+      await store.release(key, 'owner-b')
+      expect(await third.tryClaim(key)).toBe('duplicate')
+    })
+
+    it('passes owners through claimWith, on a full store and on one with the four basic methods', async () => {
+      const key = id('basic-owner')
+      const other = await fixture.second()
+      const basic: IdempotencyStore = {
+        claim: (k, o) => other.claim(k, o),
+        confirm: (k, o) => other.confirm(k, o),
+        release: (k, o) => other.release(k, o),
+        isConfirmed: (k) => other.isConfirmed(k),
+      }
+      expect(await claimWith(store, key, 'owner-a')).toBe('claimed')
+      expect(await claimWith(basic, key, 'owner-b')).toBe('in_progress')
+      await basic.release(key, 'owner-a')
+      expect(await claimWith(basic, key, 'owner-b')).toBe('claimed')
+    })
+
+    it('keeps a confirmed id a duplicate when it is exactly as old as the retention, and forgets it 1 ms later', async () => {
+      const key = id('retention-boundary')
+      const other = await fixture.second()
+      await store.tryClaim(key)
+      await store.confirm(key)
+      advance(RETENTION)
+      expect(await other.isConfirmed(key)).toBe(true)
+      expect(await other.tryClaim(key)).toBe('duplicate')
+      advance(1)
+      expect(await other.isConfirmed(key)).toBe(false)
+      expect(await other.tryClaim(key)).toBe('claimed')
+    })
+
     it('never retakes a confirmed id, however long after the claim timeout', async () => {
       const key = id('never-retaken')
       const other = await fixture.second()
@@ -267,6 +363,39 @@ export function idempotencyStoreConformance(name: string, factory: ConformanceFa
           })
         }
       }
+    })
+
+    it('refuses owners that are not 1 to 64 visible ASCII characters, naming the value', async () => {
+      const bad: unknown[] = [
+        '',
+        'x'.repeat(65),
+        'has space',
+        'trailing ',
+        'zażółć',
+        'a\u0000',
+        42,
+        null,
+      ]
+      const methods = ['tryClaim', 'claim', 'confirm', 'release'] as const
+      for (const value of bad) {
+        for (const method of methods) {
+          const call = (store[method] as (id: string, owner: unknown) => Promise<unknown>).bind(
+            store,
+          )
+          await expect(
+            call(id('bad-owner'), value),
+            `${method}(${String(value)})`,
+          ).rejects.toMatchObject({
+            code: 'ACEMQ_CONFIGURATION',
+            message: expect.stringContaining('owner must be'),
+          })
+        }
+      }
+      const longest = 'x'.repeat(64)
+      const key = id('longest-owner')
+      expect(await store.tryClaim(key, longest)).toBe('claimed')
+      await store.release(key, longest)
+      expect(await store.tryClaim(key, crypto.randomUUID())).toBe('claimed')
     })
   })
 }

@@ -19,6 +19,7 @@ import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import {
   assertId,
+  assertOwnerToken,
   fn,
   integerAtLeast,
   parseTableName,
@@ -64,9 +65,6 @@ interface Row {
 /** How many insert / read / update rounds a claim may take when rows keep changing under it. */
 const MAX_ROUNDS = 5
 
-/** Tokens of claims that were never settled are forgotten beyond this many. */
-const MAX_OWNED = 100_000
-
 /**
  * An idempotency store on any Kysely database (Postgres through `pg` is the tested default;
  * SQLite and MySQL are written too). The primary key arbitrates every claim
@@ -97,7 +95,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   readonly #purgeBatchSize: number
   readonly #now: () => number
   readonly #onError: (error: unknown) => void
-  readonly #owned = new Map<string, string>()
+  /** The owner of the claims this instance takes without an owner token. */
+  readonly #token = randomUUID()
   #claims = 0
   #purging: Promise<void> | undefined
   #closed = false
@@ -157,22 +156,24 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   }
 
   /**
-   * Claims `id`: `'claimed'` when it is new, expired, or its claim is older than the claim
-   * timeout (taken over by a conditional update exactly one racer wins); `'duplicate'` when
-   * it was confirmed within the retention; `'in_progress'` when someone holds a live claim.
-   * Any database error other than a duplicate key rejects, and so does an affected-row
-   * count the driver does not report: neither is ever read as "taken".
+   * Claims `id` for `owner` (default: this store instance's own token): `'claimed'` when it
+   * is new, expired, or its claim is older than the claim timeout (taken over by a
+   * conditional update exactly one racer wins, the row now naming `owner`); `'duplicate'`
+   * when it was confirmed within the retention; `'in_progress'` when a live claim is held —
+   * by anyone, the same owner included. Any database error other than a duplicate key
+   * rejects, and so does an affected-row count the driver does not report: neither is ever
+   * read as "taken".
    *
    * @example
    * ```ts
-   * if ((await store.tryClaim(message.envelope.id)) === 'claimed') await handle(message)
+   * if ((await store.tryClaim(message.envelope.id, randomUUID())) === 'claimed') await handle(message)
    * ```
    */
-  async tryClaim(id: string): Promise<ClaimResult> {
+  async tryClaim(id: string, owner: string = this.#token): Promise<ClaimResult> {
     assertId(id)
+    assertOwnerToken(owner)
     this.#assertOpen()
     this.#maybePurge()
-    const owner = randomUUID()
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = this.#now()
       // Postgres and SQLite insert inline: one async frame less per message.
@@ -180,16 +181,16 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
         this.dialect === 'mysql'
           ? await this.#insertMysql(id, owner, now)
           : affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
-      if (inserted) return this.#won(id, owner)
+      if (inserted) return 'claimed'
       const row = await this.#read(id)
       // Released or purged since the insert conflicted: insert again.
       if (row === undefined) continue
       if (row.confirmed) {
         if (now - row.confirmedAt <= this.retention) return 'duplicate'
-        if (await this.#reclaim(id, owner, now)) return this.#won(id, owner)
+        if (await this.#reclaim(id, owner, now)) return 'claimed'
       } else {
         if (now - row.claimedAt <= this.claimTimeout) return 'in_progress'
-        if (await this.#takeOver(id, owner, row.owner, now)) return this.#won(id, owner)
+        if (await this.#takeOver(id, owner, row.owner, now)) return 'claimed'
       }
       // Someone else changed the row first: look again.
     }
@@ -207,45 +208,42 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
    * if (await store.claim(id)) { ... }
    * ```
    */
-  async claim(id: string): Promise<boolean> {
-    return (await this.tryClaim(id)) === 'claimed'
+  async claim(id: string, owner?: string): Promise<boolean> {
+    return (await this.tryClaim(id, owner)) === 'claimed'
   }
 
   /**
    * Marks `id` handled, in one upsert: a duplicate for the retention from now on. The id is
-   * recorded even when this store's claim was taken over meanwhile (or the row is gone),
-   * because the work did happen and must not be done again.
+   * recorded whoever holds the claim — even when `owner`'s claim was taken over meanwhile,
+   * or the row is gone — because the work did happen and must not be done again.
    *
    * @example
    * ```ts
-   * await handle(message); await store.confirm(message.envelope.id)
+   * await handle(message); await store.confirm(message.envelope.id, owner)
    * ```
    */
-  async confirm(id: string): Promise<void> {
+  async confirm(id: string, owner: string = this.#token): Promise<void> {
     assertId(id)
+    assertOwnerToken(owner)
     this.#assertOpen()
-    const owner = this.#owned.get(id) ?? randomUUID()
     affected(await this.#sql.confirm({ id, owner, now: this.#now() }), 'confirm')
-    this.#owned.delete(id)
   }
 
   /**
-   * Gives up this store's claim on `id` so a retry can take it: deletes the row only while
-   * it is still this store's unconfirmed claim, so a stale owner releasing late frees
-   * nothing.
+   * Gives up `owner`'s claim on `id` (default: this store instance's) so a retry can take
+   * it: deletes the row only while it is still `owner`'s unconfirmed claim, so a stale owner
+   * releasing late frees nothing.
    *
    * @example
    * ```ts
-   * try { await handle(message) } catch (e) { await store.release(message.envelope.id); throw e }
+   * try { await handle(message) } catch (e) { await store.release(message.envelope.id, owner); throw e }
    * ```
    */
-  async release(id: string): Promise<void> {
+  async release(id: string, owner: string = this.#token): Promise<void> {
     assertId(id)
+    assertOwnerToken(owner)
     this.#assertOpen()
-    const owner = this.#owned.get(id)
-    if (owner === undefined) return
     await this.#sql.release({ id, owner })
-    this.#owned.delete(id)
   }
 
   /**
@@ -375,16 +373,6 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
         }
       },
     )
-  }
-
-  #won(id: string, owner: string): 'claimed' {
-    this.#owned.delete(id)
-    this.#owned.set(id, owner)
-    if (this.#owned.size > MAX_OWNED) {
-      const oldest = this.#owned.keys().next()
-      if (oldest.done !== true) this.#owned.delete(oldest.value)
-    }
-    return 'claimed'
   }
 
   #assertOpen(): void {

@@ -18,7 +18,13 @@ import {
   DEFAULT_PURGE_EVERY,
 } from './constants.js'
 import { sqliteTable, type SqliteTable } from './internal/table-sql.js'
-import { assertId, fn, integerAtLeast, positiveMillis } from './internal/validate.js'
+import {
+  assertId,
+  assertOwnerToken,
+  fn,
+  integerAtLeast,
+  positiveMillis,
+} from './internal/validate.js'
 
 /**
  * Options of {@link SqliteIdempotencyStore}.
@@ -41,7 +47,7 @@ export interface SqliteIdempotencyStoreOptions {
   readonly purgeEvery?: number
   /** One purge deletes at most this many rows (default 1000). */
   readonly purgeBatchSize?: number
-  /** The clock, in epoch milliseconds (default `Date.now`). For tests: it lets a test move time without sleeping. */
+  /** The clock, in epoch milliseconds (default `Date.now`): every process on the machine reads the same one. For tests: it lets a test move time without sleeping. */
   readonly now?: () => number
   /** Told about a purge that failed; the claim that triggered it still succeeds (default `console.warn`). */
   readonly onError?: (error: unknown) => void
@@ -64,9 +70,6 @@ interface Statements {
   readonly purge: Sqlite.Statement<[{ before: number; staleBefore: number; limit: number }]>
   readonly tryClaim: (id: string, owner: string, now: number) => ClaimResult
 }
-
-/** Tokens of claims that were never settled are forgotten beyond this many. */
-const MAX_OWNED = 100_000
 
 /**
  * An idempotency store in a SQLite file through `better-sqlite3`, safe across processes
@@ -99,7 +102,8 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   readonly #purgeBatchSize: number
   readonly #now: () => number
   readonly #onError: (error: unknown) => void
-  readonly #owned = new Map<string, string>()
+  /** The owner of the claims this instance takes without an owner token. */
+  readonly #token = randomUUID()
   #statements: Statements | undefined
   #claims = 0
   #closed = false
@@ -185,22 +189,22 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   }
 
   /**
-   * Claims `id` with one insert, and on a conflict in one `BEGIN IMMEDIATE` transaction:
-   * `'claimed'` when it is new, expired, or its claim is older than the claim timeout (taken
-   * over); `'duplicate'` when it was confirmed within the retention; `'in_progress'` when
-   * someone holds a live claim. Any database error rejects: it is never read as "taken".
+   * Claims `id` for `owner` (default: this store instance's own token) with one insert, and
+   * on a conflict in one `BEGIN IMMEDIATE` transaction: `'claimed'` when it is new, expired,
+   * or its claim is older than the claim timeout (taken over, the row now naming `owner`);
+   * `'duplicate'` when it was confirmed within the retention; `'in_progress'` when a live
+   * claim is held — by anyone, the same owner included. Any database error rejects: it is
+   * never read as "taken".
    *
    * @example
    * ```ts
-   * if ((await store.tryClaim(message.envelope.id)) === 'claimed') await handle(message)
+   * if ((await store.tryClaim(message.envelope.id, randomUUID())) === 'claimed') await handle(message)
    * ```
    */
-  async tryClaim(id: string): Promise<ClaimResult> {
+  async tryClaim(id: string, owner?: string): Promise<ClaimResult> {
     assertId(id)
-    const statements = this.#prepared()
-    const owner = randomUUID()
-    const result = statements.tryClaim(id, owner, this.#now())
-    if (result === 'claimed') this.#own(id, owner)
+    assertOwnerToken(owner)
+    const result = this.#prepared().tryClaim(id, owner ?? this.#token, this.#now())
     this.#maybePurge()
     return result
   }
@@ -213,44 +217,42 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
    * if (await store.claim(id)) { ... }
    * ```
    */
-  async claim(id: string): Promise<boolean> {
-    return (await this.tryClaim(id)) === 'claimed'
+  async claim(id: string, owner?: string): Promise<boolean> {
+    return (await this.tryClaim(id, owner)) === 'claimed'
   }
 
   /**
-   * Marks `id` handled: a duplicate for the retention from now on. The id is recorded even
-   * when this store's claim was taken over meanwhile (or the row is gone), because the work
-   * did happen and must not be done again.
+   * Marks `id` handled: a duplicate for the retention from now on. The id is recorded
+   * whoever holds the claim — even when `owner`'s claim was taken over meanwhile, or the row
+   * is gone — because the work did happen and must not be done again.
    *
    * @example
    * ```ts
-   * await handle(message); await store.confirm(message.envelope.id)
+   * await handle(message); await store.confirm(message.envelope.id, owner)
    * ```
    */
-  async confirm(id: string): Promise<void> {
+  async confirm(id: string, owner?: string): Promise<void> {
     assertId(id)
+    assertOwnerToken(owner)
     const statements = this.#prepared()
-    const owner = this.#owned.get(id) ?? randomUUID()
     const now = this.#now()
-    requireChanged(statements.confirm.run(id, owner, now, now).changes, 'confirm')
-    this.#owned.delete(id)
+    requireChanged(statements.confirm.run(id, owner ?? this.#token, now, now).changes, 'confirm')
   }
 
   /**
-   * Gives up this store's claim on `id` so a retry can take it. Deletes the row only while
-   * it is still this store's unconfirmed claim: a stale owner releasing late frees nothing.
+   * Gives up `owner`'s claim on `id` (default: this store instance's) so a retry can take
+   * it. Deletes the row only while it is still `owner`'s unconfirmed claim: a stale owner
+   * releasing late frees nothing.
    *
    * @example
    * ```ts
-   * try { await handle(message) } catch (e) { await store.release(message.envelope.id); throw e }
+   * try { await handle(message) } catch (e) { await store.release(message.envelope.id, owner); throw e }
    * ```
    */
-  async release(id: string): Promise<void> {
+  async release(id: string, owner?: string): Promise<void> {
     assertId(id)
-    const owner = this.#owned.get(id)
-    if (owner === undefined) return
-    this.#prepared().release.run(id, owner)
-    this.#owned.delete(id)
+    assertOwnerToken(owner)
+    this.#prepared().release.run(id, owner ?? this.#token)
   }
 
   /**
@@ -324,15 +326,6 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       } catch {
         // The reporter failing is not the caller's problem either.
       }
-    }
-  }
-
-  #own(id: string, owner: string): void {
-    this.#owned.delete(id)
-    this.#owned.set(id, owner)
-    if (this.#owned.size > MAX_OWNED) {
-      const oldest = this.#owned.keys().next()
-      if (oldest.done !== true) this.#owned.delete(oldest.value)
     }
   }
 

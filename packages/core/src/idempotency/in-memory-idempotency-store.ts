@@ -1,6 +1,10 @@
 import { DEFAULT_CLAIM_TIMEOUT } from '../constants.js'
 import type { Duration } from '../duration.js'
-import { assertIdempotencyKey as assertId, positiveMillis } from './store-validation.js'
+import {
+  assertIdempotencyKey as assertId,
+  assertOwnerToken,
+  positiveMillis,
+} from './store-validation.js'
 import { ConfigurationError } from '../errors.js'
 import type { ClaimResult, ClaimingIdempotencyStore } from './idempotency-store.js'
 
@@ -33,7 +37,8 @@ export interface InMemoryIdempotencyStoreOptions {
 }
 
 interface Claim {
-  readonly owner: string
+  /** The caller's owner token, or the symbol of the handle that claimed without one. */
+  readonly owner: string | symbol
   readonly claimedAt: number
 }
 
@@ -43,7 +48,6 @@ interface SharedState {
   readonly claims: Map<string, Claim>
   /** Confirmed ids and when they were confirmed, oldest first. */
   readonly confirmed: Map<string, number>
-  seq: number
 }
 
 /**
@@ -52,10 +56,12 @@ interface SharedState {
  * instances or deploys — use `@acemq/store-kysely` or `@acemq/store-sqlite` for that.
  *
  * A claim is a lease: an unconfirmed claim older than `claimTimeout` is taken over; a
- * confirmed id is a duplicate for `retention`. Each successful claim gets its own owner
- * token, so `release` frees only a claim this handle took and still holds. Memory is
- * bounded by `maxEntries`: stale claims are forgotten first, then the oldest confirmed ids,
- * and a live claim only when nothing else is left.
+ * confirmed id is a duplicate for `retention` (still one when exactly `retention` old). A
+ * claim is held by the `owner` token passed with it, or by this handle when none is passed;
+ * `release` frees it only while that owner still holds it, so a late release by an owner
+ * whose lease was taken over frees nothing. Memory is bounded by `maxEntries`: stale claims
+ * are forgotten first, then the oldest confirmed ids, and a live claim only when nothing
+ * else is left.
  *
  * @example
  * ```ts
@@ -75,9 +81,9 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
   readonly maxEntries: number
 
   readonly #now: () => number
-  #state: SharedState = { claims: new Map(), confirmed: new Map(), seq: 0 }
-  /** The owner token of each claim this handle took and has not settled yet. */
-  readonly #owned = new Map<string, string>()
+  #state: SharedState = { claims: new Map(), confirmed: new Map() }
+  /** The owner of the claims taken without an owner token: no caller's string can equal it. */
+  readonly #token = Symbol('acemq.idempotency.owner')
 
   /**
    * Creates a store. Every option is checked here: a bad value throws a
@@ -128,9 +134,9 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
   }
 
   /**
-   * Another handle on the same remembered ids whose claims are its own, as a second process
-   * on a shared database would be: its `release` never frees a claim this handle took. Give
-   * each consumer its own handle when several consumers in one process share the ids.
+   * Another handle on the same remembered ids whose owner-less claims are its own, as a
+   * second process on a shared database would be: its `release()` without an owner never
+   * frees a claim this handle took.
    *
    * @example
    * ```ts
@@ -164,17 +170,19 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
   }
 
   /**
-   * Claims `id`: `'claimed'` when it is new, expired, or its claim is stale (older than the
-   * claim timeout); `'duplicate'` when it was confirmed within the retention;
-   * `'in_progress'` when someone holds a live claim.
+   * Claims `id` for `owner` (default: this handle): `'claimed'` when it is new, expired, or
+   * its claim is stale (older than the claim timeout); `'duplicate'` when it was confirmed
+   * within the retention; `'in_progress'` when a live claim is held — by anyone, the same
+   * owner included, so one owner never runs the same id twice at once.
    *
    * @example
    * ```ts
-   * if ((await store.tryClaim(message.envelope.id)) === 'claimed') await handle(message)
+   * if ((await store.tryClaim(message.envelope.id, randomUUID())) === 'claimed') await handle(message)
    * ```
    */
-  async tryClaim(id: string): Promise<ClaimResult> {
+  async tryClaim(id: string, owner?: string): Promise<ClaimResult> {
     assertId(id)
+    assertOwnerToken(owner)
     const now = this.#now()
     this.#purge(now)
     const { claims, confirmed } = this.#state
@@ -189,10 +197,7 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
       // Taken over: deleting first moves it to the end of the insertion order.
       claims.delete(id)
     }
-    const owner = `${++this.#state.seq}`
-    claims.set(id, { owner, claimedAt: now })
-    this.#owned.delete(id)
-    this.#owned.set(id, owner)
+    claims.set(id, { owner: owner ?? this.#token, claimedAt: now })
     this.#evict(now)
     return 'claimed'
   }
@@ -205,24 +210,25 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
    * if (await store.claim(id)) { ... }
    * ```
    */
-  async claim(id: string): Promise<boolean> {
-    return (await this.tryClaim(id)) === 'claimed'
+  async claim(id: string, owner?: string): Promise<boolean> {
+    return (await this.tryClaim(id, owner)) === 'claimed'
   }
 
   /**
    * Marks `id` handled: it is a duplicate for the retention from now on. The id is recorded
-   * even when this handle's claim was taken over meanwhile, because the work did happen and
-   * must not be done a third time.
+   * whoever holds the claim — even when `owner`'s claim was taken over meanwhile — because
+   * the work did happen and must not be done a third time; the new owner's release then
+   * frees nothing.
    *
    * @example
    * ```ts
-   * await handle(message); await store.confirm(message.envelope.id)
+   * await handle(message); await store.confirm(message.envelope.id, owner)
    * ```
    */
-  async confirm(id: string): Promise<void> {
+  async confirm(id: string, owner?: string): Promise<void> {
     assertId(id)
+    assertOwnerToken(owner)
     const now = this.#now()
-    this.#owned.delete(id)
     const { claims, confirmed } = this.#state
     claims.delete(id)
     confirmed.delete(id)
@@ -231,21 +237,20 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
   }
 
   /**
-   * Gives up this handle's claim on `id` so a retry can take it. Does nothing when the claim
-   * is not this handle's any more (taken over after its lease ran out) or was confirmed.
+   * Gives up `owner`'s claim on `id` (default: this handle's) so a retry can take it. Does
+   * nothing when `owner` does not hold it (taken over after its lease ran out, or never
+   * taken) or the id was confirmed.
    *
    * @example
    * ```ts
-   * try { await handle(message) } catch (e) { await store.release(message.envelope.id); throw e }
+   * try { await handle(message) } catch (e) { await store.release(message.envelope.id, owner); throw e }
    * ```
    */
-  async release(id: string): Promise<void> {
+  async release(id: string, owner?: string): Promise<void> {
     assertId(id)
-    const owner = this.#owned.get(id)
-    if (owner === undefined) return
-    this.#owned.delete(id)
+    assertOwnerToken(owner)
     const { claims } = this.#state
-    if (claims.get(id)?.owner === owner) claims.delete(id)
+    if (claims.get(id)?.owner === (owner ?? this.#token)) claims.delete(id)
   }
 
   /**
@@ -292,12 +297,6 @@ export class InMemoryIdempotencyStore implements ClaimingIdempotencyStore {
       }
       if (oldestClaim === undefined) return
       claims.delete(oldestClaim[0])
-    }
-    // Tokens of claims that were never settled must not pile up either.
-    while (this.#owned.size > this.maxEntries) {
-      const oldest = first(this.#owned)
-      if (oldest === undefined) return
-      this.#owned.delete(oldest[0])
     }
   }
 }

@@ -35,6 +35,29 @@ export function assertIdempotencyKey(id: unknown): asserts id is string {
   }
 }
 
+/**
+ * Refuses an owner token that is neither omitted (`undefined`) nor 1 to 64 visible ASCII
+ * characters (`!` to `~`; a UUID fits), so every store records the same token: MySQL keeps
+ * owners in a `VARCHAR(64)` whose collation ignores trailing spaces, which would make `'a '`
+ * the owner of `'a'`'s claim. For store authors.
+ *
+ * @example
+ * ```ts
+ * async release(id: string, owner?: string) { assertIdempotencyKey(id); assertOwnerToken(owner); ... }
+ * ```
+ */
+export function assertOwnerToken(owner: unknown): asserts owner is string | undefined {
+  if (owner === undefined) return
+  if (typeof owner !== 'string' || !OWNER_TOKEN.test(owner)) {
+    throw new ConfigurationError(
+      `owner must be 1 to 64 visible ASCII characters (a UUID fits), or omitted; got ${typeof owner === 'string' ? JSON.stringify(owner) : describeValue(owner)}`,
+    )
+  }
+}
+
+/** An owner token: what fits every store's owner column and compares byte for byte everywhere. */
+const OWNER_TOKEN = /^[\x21-\x7E]{1,64}$/
+
 /** The longest idempotency key: a message id, which AMQP caps at 255 bytes. */
 const MAX_KEY_BYTES = 255
 

@@ -1,6 +1,11 @@
 import { ConfigurationError } from '@acemq/core'
 
-export { assertIdempotencyKey as assertId, parseTableName, positiveMillis } from '@acemq/core'
+export {
+  assertIdempotencyKey as assertId,
+  assertOwnerToken,
+  parseTableName,
+  positiveMillis,
+} from '@acemq/core'
 
 /** An integer option with a lower bound. */
 export function integerAtLeast(value: number, min: number, name: string): number {

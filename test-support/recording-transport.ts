@@ -77,6 +77,12 @@ export class RecordingTransport implements Transport {
       exchange: delivery.exchange,
       routingKey: delivery.routingKey,
       redelivered: delivery.redelivered,
+      get wireHeaders() {
+        return delivery.wireHeaders
+      },
+      get settleable() {
+        return delivery.settleable
+      },
       ack: () => {
         const written = delivery.ack()
         this.settlements.push({ messageId, kind: 'ack', requeue: false, written, at: Date.now() })

@@ -201,7 +201,9 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
         },
       )
       await mq.publisher('', q).send({}, { id: 'busy-elsewhere' })
-      await eventually(() => mq.inFlight === 1)
+      // Waiting to put it back is no running handler.
+      await eventually(() => mq.waiting === 1)
+      expect(mq.inFlight).toBe(0)
       const began = Date.now()
       await mq.close()
       expect(Date.now() - began).toBeLessThan(1_000)
@@ -306,7 +308,7 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
       consumer = undefined
     })
 
-    it('answers a drain true only once the settlement is done: the retry copy is already on the queue', async () => {
+    it('answers a drain true only once a cut-short retry wait has handed its message back', async () => {
       const q = await queue()
       let calls = 0
       await mq.consume(q, ConsumerOptions.defaults(), () => {
@@ -318,16 +320,21 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
       await eventually(() => mq.held === 1)
       mq.resumeConsuming()
       await eventually(() => calls === 1)
+      await eventually(() => mq.waiting === 1)
+      expect(mq.inFlight).toBe(0)
+      const began = Date.now()
       expect(await mq.drainConsumers('5s')).toBe(true)
-      // The copy was confirmed before the drain answered (it may already sit at the gate).
+      // A wait is no running handler: the drain ended it at once (well before its 300 ms)…
+      expect(Date.now() - began).toBeLessThan(300)
+      // …and the message was handed back, attempt unchanged, before the drain answered.
       const copies = transport.published.filter(
         (m) => m.routingKey === q && m.properties.messageId === 'settling',
       )
       expect(
         copies.map((m) => readEnvelope(m.headers, { routingKey: q }).envelope.attempt),
-      ).toEqual([1, 2])
+      ).toEqual([1])
       expect(transport.settlementsOf('settling')).toEqual([
-        expect.objectContaining({ kind: 'ack', written: true }),
+        expect.objectContaining({ kind: 'nack', requeue: true, written: true }),
       ])
     })
 

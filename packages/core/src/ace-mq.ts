@@ -13,6 +13,7 @@ import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
 import { AceMqError, ClosedError, ConfigurationError, abortError, describeError } from './errors.js'
+import { deferred, sleep, type Deferred } from './internal/timers.js'
 import {
   worstStatus,
   type HealthContributor,
@@ -83,6 +84,8 @@ export class AceMq implements AsyncDisposable {
   #consumingPaused = false
   #publishingPaused = false
   #closing: Promise<void> | undefined
+  /** Set once closing has drained: publishes started after this are refused. */
+  #publishingClosed = false
   #unsubscribe: () => void
 
   private constructor(transport: Transport, options: AceMqOptions) {
@@ -137,6 +140,18 @@ export class AceMq implements AsyncDisposable {
     let held = 0
     for (const consumer of this.#consumers) held += consumer.held
     return held
+  }
+
+  /**
+   * Deliveries waiting out a delay while they hold their place in the prefetch window (a retry
+   * wait in the consumer, an in-progress or store-failure put-back, a move tried again). They
+   * occupy no handler and are not counted in {@link inFlight}; a drain hands the first three
+   * back at once.
+   */
+  get waiting(): number {
+    let waiting = 0
+    for (const consumer of this.#consumers) waiting += consumer.waiting
+    return waiting
   }
 
   /** Whether {@link pauseConsuming} is in effect. */
@@ -250,6 +265,7 @@ export class AceMq implements AsyncDisposable {
   /** Stops handing deliveries to handlers; they wait at the gate (`held`), never acked. */
   pauseConsuming(): void {
     this.#consumingPaused = true
+    for (const consumer of this.#consumers) consumer.paused()
   }
 
   /** Hands the held deliveries over and carries on. */
@@ -283,23 +299,33 @@ export class AceMq implements AsyncDisposable {
    */
   async drainConsumers(timeout: Duration, signal?: AbortSignal): Promise<boolean> {
     const timeoutMs = toMillis(timeout, 'drainConsumers(timeout)')
+    // Asked now, for the caller: a drain from inside a handler does not wait for that handler,
+    // and only for that one (whichever task happens to finish last).
+    const caller = this.#currentTask.getStore()
+    const except: ReadonlySet<DeliveryTask> = caller === undefined ? NO_TASKS : new Set([caller])
     if (signal?.aborted) throw abortError(signal)
     this.pauseConsuming()
-    if (this.#busy() === 0) return true
+    // Deliveries waiting out a retry or in-progress delay are not running handlers: they go
+    // back at once rather than hold the drain open.
+    for (const consumer of this.#consumers) consumer.endWaits()
+    if (this.#busy(except) === 0) return true
     return new Promise<boolean>((resolve, reject) => {
+      const timer = new AbortController()
       const finish = (result: boolean | Error): void => {
-        clearTimeout(timer)
+        timer.abort()
         this.#idleWaiters.delete(check)
         signal?.removeEventListener('abort', onAbort)
         if (result instanceof Error) reject(result)
         else resolve(result)
       }
       const check = (): void => {
-        if (this.#busy() === 0) finish(true)
+        if (this.#busy(except) === 0) finish(true)
       }
       const onAbort = (): void => finish(abortError(signal))
-      const timer = setTimeout(() => finish(false), timeoutMs)
-      timer.unref?.()
+      // sleep() takes waits past setTimeout's 2^31−1 ms limit in steps.
+      void sleep(timeoutMs, timer.signal).then((elapsed) => {
+        if (elapsed) finish(false)
+      })
       this.#idleWaiters.add(check)
       signal?.addEventListener('abort', onAbort, { once: true })
     })
@@ -318,6 +344,8 @@ export class AceMq implements AsyncDisposable {
    */
   async health(): Promise<HealthResult> {
     const reports: HealthReport[] = [this.#connectionReport()]
+    const consumers = this.#consumersReport()
+    if (consumers !== undefined) reports.push(consumers)
     const contributed = await Promise.all([...this.#contributors.values()].map((c) => reportOf(c)))
     reports.push(...contributed)
     return { status: worstStatus(reports.map((r) => r.status)), inFlight: this.#inFlight, reports }
@@ -342,7 +370,11 @@ export class AceMq implements AsyncDisposable {
         'registerHealth(contributor) needs a non-empty name and a report() function',
       )
     }
-    if (contributor.name === 'connection' || this.#contributors.has(contributor.name)) {
+    if (
+      contributor.name === 'connection' ||
+      contributor.name === 'consumers' ||
+      this.#contributors.has(contributor.name)
+    ) {
       throw new ConfigurationError(
         `registerHealth(contributor): the name '${contributor.name}' is taken`,
       )
@@ -371,9 +403,24 @@ export class AceMq implements AsyncDisposable {
       options.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT,
       'close(drainTimeout)',
     )
+    // Asked now, for the caller: is it one of this connection's running handlers?
+    const caller = this.#currentTask.getStore()
+    const inside = caller !== undefined && caller.consumer.isRunning(caller)
+    if (inside) {
+      this.#closers.add(caller)
+      for (const consumer of this.#consumers) consumer.recheckIdle()
+    }
     this.#closing ??= this.#close(drainTimeoutMs)
-    return this.#closing
+    // From inside a handler, waiting for the whole close would wait for that handler itself:
+    // the caller is answered once every other handler has drained, and the close goes on
+    // (its channel closing after the caller's handler has settled, so its ack is written).
+    return inside ? this.#othersDrained.promise : this.#closing
   }
+
+  /** Handlers that called close(): the drain does not wait for them. */
+  readonly #closers = new Set<DeliveryTask>()
+  /** Resolves once closing has drained every handler but the ones that called it. */
+  readonly #othersDrained: Deferred<void> = deferred<void>()
 
   /** `await using mq = ...` closes with the default drain. */
   async [Symbol.asyncDispose](): Promise<void> {
@@ -384,14 +431,24 @@ export class AceMq implements AsyncDisposable {
     this.#consumingPaused = true
     const consumers = [...this.#consumers]
     await Promise.all(consumers.map((c) => c.stopIntake()))
-    const idle = (): Promise<void> =>
-      Promise.all(consumers.map((c) => c.whenIdle())).then(() => undefined)
-    if (!(await waitFor(idle(), drainTimeoutMs))) {
+    const idle = (except: ReadonlySet<DeliveryTask>): Promise<void> =>
+      Promise.all(consumers.map((c) => c.whenIdle(except))).then(() => undefined)
+    if (!(await waitFor(idle(this.#closers), drainTimeoutMs))) {
       for (const consumer of consumers) consumer.abortHandlers()
-      if (!(await waitFor(idle(), HANDLER_ABANDON_TIMEOUT))) {
+      if (!(await waitFor(idle(this.#closers), HANDLER_ABANDON_TIMEOUT))) {
         for (const consumer of consumers) consumer.abandonRunning()
       }
     }
+    this.#othersDrained.resolve()
+    if (this.#closers.size > 0) {
+      // The handlers that called close() were answered just now: give them (bounded) time to
+      // return and settle before their channels close.
+      if (!(await waitFor(idle(NO_TASKS), HANDLER_ABANDON_TIMEOUT))) {
+        for (const consumer of consumers) consumer.abandonRunning()
+      }
+    }
+    // The drain is over: from here on only publishes already on their way go through.
+    this.#publishingClosed = true
     this.#closingController.abort()
     await Promise.all(consumers.map((c) => c.closeChannel()))
     this.#consumers.clear()
@@ -402,14 +459,19 @@ export class AceMq implements AsyncDisposable {
     }
   }
 
-  #busy(): number {
+  #busy(except: ReadonlySet<DeliveryTask>): number {
     let busy = 0
-    for (const consumer of this.#consumers) busy += consumer.busy()
+    for (const consumer of this.#consumers) busy += consumer.busy(except)
     return busy
   }
 
   #assertOpen(): void {
     if (this.#closing !== undefined) throw new ClosedError()
+  }
+
+  /** Publishes go through until closing has drained the handlers that may be making them. */
+  #assertCanPublish(): void {
+    if (this.#publishingClosed) throw new ClosedError()
   }
 
   #reportError(error: unknown, context: string): void {
@@ -428,6 +490,40 @@ export class AceMq implements AsyncDisposable {
         'the connection was lost; recovering',
       )
     }
+  }
+
+  /**
+   * `consumers`, while any consumer exists: `DEGRADED` while one has lost its subscription,
+   * cannot move a copy, or finds its idempotency store failing, with which and why.
+   */
+  #consumersReport(): HealthReport | undefined {
+    if (this.#consumers.size === 0) return undefined
+    const unsubscribed: string[] = []
+    const failingMoves: string[] = []
+    const failingStore: string[] = []
+    let storeError: string | undefined
+    let waiting = 0
+    for (const consumer of this.#consumers) {
+      waiting += consumer.waiting
+      const trouble = consumer.trouble()
+      if (trouble === undefined) continue
+      if (trouble.unsubscribed) unsubscribed.push(trouble.queue)
+      for (const target of trouble.failingMoves) failingMoves.push(`${trouble.queue} -> ${target}`)
+      if (trouble.storeFailure !== undefined) {
+        failingStore.push(trouble.queue)
+        storeError = trouble.storeFailure
+      }
+    }
+    const details: Record<string, string> = {
+      count: String(this.#consumers.size),
+      waiting: String(waiting),
+    }
+    if (unsubscribed.length > 0) details['unsubscribed'] = unsubscribed.join(',')
+    if (failingMoves.length > 0) details['failingMoves'] = failingMoves.join(',')
+    if (failingStore.length > 0) details['failingStore'] = failingStore.join(',')
+    if (storeError !== undefined) details['storeError'] = storeError
+    const degraded = unsubscribed.length + failingMoves.length + failingStore.length > 0
+    return { name: 'consumers', status: degraded ? 'DEGRADED' : 'UP', details }
   }
 
   #connectionReport(): HealthReport {
@@ -468,7 +564,7 @@ export class AceMq implements AsyncDisposable {
       get publishingPaused() {
         return mq.#publishingPaused
       },
-      assertOpen: () => this.#assertOpen(),
+      assertOpen: () => this.#assertCanPublish(),
     }
   }
 
@@ -487,13 +583,12 @@ export class AceMq implements AsyncDisposable {
       get consumingPaused() {
         return mq.#consumingPaused
       },
-      taskStarted: () => {
-        this.#inFlight++
-      },
-      taskFinished: () => {
-        this.#inFlight--
+      inFlightChanged: (delta) => {
+        this.#inFlight += delta
         // Only a drain is ever waiting: skip the copy on every other message.
-        if (this.#idleWaiters.size > 0) for (const check of [...this.#idleWaiters]) check()
+        if (delta < 0 && this.#idleWaiters.size > 0) {
+          for (const check of [...this.#idleWaiters]) check()
+        }
       },
       consumerClosed: (consumer) => {
         this.#consumers.delete(consumer)
@@ -502,6 +597,8 @@ export class AceMq implements AsyncDisposable {
     }
   }
 }
+
+const NO_TASKS: ReadonlySet<DeliveryTask> = new Set()
 
 async function reportOf(contributor: HealthContributor): Promise<HealthReport> {
   let timer: ReturnType<typeof setTimeout> | undefined

@@ -30,3 +30,13 @@ export const DEAD_LETTER_EXCHANGE = 'acemq.dlx'
 
 /** The exchange rung queues dead-letter into, bound back to each source queue. */
 export const RETRY_EXCHANGE = 'acemq.retry'
+
+/**
+ * How long a paused consumer holds the deliveries that reached its gate before it hands them
+ * back and lets go of its subscription until consuming resumes (60 s): well inside RabbitMQ's
+ * `consumer_timeout` (30 min by default), which would otherwise close the channel.
+ */
+export const DEFAULT_HELD_TIMEOUT = 60_000
+
+/** How long one idempotency-store call may take before it counts as a store failure (10 s). */
+export const DEFAULT_STORE_TIMEOUT = 10_000

@@ -1,8 +1,10 @@
 import {
   DEFAULT_CONCURRENCY,
+  DEFAULT_HELD_TIMEOUT,
   DEFAULT_IN_PROGRESS_DELAY,
   DEFAULT_PREFETCH,
   DEFAULT_RETRY_DELAY,
+  DEFAULT_STORE_TIMEOUT,
 } from '../constants.js'
 import { toMillis, type Duration } from '../duration.js'
 import { ConfigurationError } from '../errors.js'
@@ -16,6 +18,8 @@ interface Fields {
   readonly concurrency: number
   readonly retryDelayMs: number
   readonly inProgressDelayMs: number
+  readonly heldTimeoutMs: number
+  readonly storeTimeoutMs: number
 }
 
 function positiveInteger(value: number, name: string, max: number): number {
@@ -52,6 +56,10 @@ export class ConsumerOptions {
   readonly retryDelayMs: number
   /** Wait before putting back a message someone else is handling (default 5 s). */
   readonly inProgressDelayMs: number
+  /** How long a paused consumer holds delivered messages before handing them back (default 60 s). */
+  readonly heldTimeoutMs: number
+  /** How long one idempotency-store call may take before it counts as failed (default 10 s). */
+  readonly storeTimeoutMs: number
 
   private constructor(fields: Fields) {
     this.retryPolicy = fields.retryPolicy
@@ -60,6 +68,8 @@ export class ConsumerOptions {
     this.concurrency = fields.concurrency
     this.retryDelayMs = fields.retryDelayMs
     this.inProgressDelayMs = fields.inProgressDelayMs
+    this.heldTimeoutMs = fields.heldTimeoutMs
+    this.storeTimeoutMs = fields.storeTimeoutMs
     Object.freeze(this)
   }
 
@@ -72,6 +82,8 @@ export class ConsumerOptions {
       concurrency: DEFAULT_CONCURRENCY,
       retryDelayMs: DEFAULT_RETRY_DELAY,
       inProgressDelayMs: DEFAULT_IN_PROGRESS_DELAY,
+      heldTimeoutMs: DEFAULT_HELD_TIMEOUT,
+      storeTimeoutMs: DEFAULT_STORE_TIMEOUT,
     })
   }
 
@@ -87,6 +99,8 @@ export class ConsumerOptions {
       concurrency: this.concurrency,
       retryDelayMs: this.retryDelayMs,
       inProgressDelayMs: this.inProgressDelayMs,
+      heldTimeoutMs: this.heldTimeoutMs,
+      storeTimeoutMs: this.storeTimeoutMs,
     }
   }
 
@@ -136,4 +150,40 @@ export class ConsumerOptions {
   withInProgressDelay(delay: Duration): ConsumerOptions {
     return this.#with({ inProgressDelayMs: toMillis(delay, 'withInProgressDelay(delay)') })
   }
+
+  /**
+   * How long a paused consumer holds the deliveries at its gate (1 ms to 1 day). Past it, it
+   * hands them back and cancels its subscription until consuming resumes, so a pause longer
+   * than the broker's `consumer_timeout` can never get the channel closed. Keep it well under
+   * that timeout.
+   */
+  withHeldTimeout(timeout: Duration): ConsumerOptions {
+    return this.#with({
+      heldTimeoutMs: boundedMillis(timeout, 'withHeldTimeout(timeout)', MAX_BOUNDED_TIMEOUT_MS),
+    })
+  }
+
+  /**
+   * How long one idempotency-store call (claim, confirm, release) may take (1 ms to 1 day). A
+   * call that takes longer counts as a store failure: a claim is put back and asked again
+   * later, a confirm is retried, and health turns DEGRADED while the store keeps failing.
+   */
+  withStoreTimeout(timeout: Duration): ConsumerOptions {
+    return this.#with({
+      storeTimeoutMs: boundedMillis(timeout, 'withStoreTimeout(timeout)', MAX_BOUNDED_TIMEOUT_MS),
+    })
+  }
+}
+
+/** One day: the longest held or store timeout (setTimeout holds at most 2^31−1 ms). */
+const MAX_BOUNDED_TIMEOUT_MS = 86_400_000
+
+function boundedMillis(value: Duration, name: string, max: number): number {
+  const ms = toMillis(value, name)
+  if (ms < 1 || ms > max) {
+    throw new ConfigurationError(
+      `${name} must be from 1 ms to ${max} ms (1 day); got ${JSON.stringify(value)}`,
+    )
+  }
+  return ms
 }

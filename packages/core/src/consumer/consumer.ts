@@ -1,4 +1,5 @@
 import type { AsyncLocalStorage } from 'node:async_hooks'
+import { randomUUID } from 'node:crypto'
 import type { CodecRegistry } from '../codec/codec-registry.js'
 import { DEFAULT_DRAIN_TIMEOUT, HANDLER_ABANDON_TIMEOUT } from '../constants.js'
 import { toMillis, type Duration } from '../duration.js'
@@ -6,7 +7,7 @@ import {
   MAX_ID_BYTES,
   envelopeAge,
   readEnvelope,
-  writeEnvelope,
+  writeCopyHeaders,
   type Envelope,
 } from '../envelope/envelope.js'
 import {
@@ -17,15 +18,21 @@ import {
   UnroutableError,
   describeError,
 } from '../errors.js'
-import { claimWith, type IdempotencyStore } from '../idempotency/idempotency-store.js'
+import {
+  claimWith,
+  type ClaimResult,
+  type IdempotencyStore,
+} from '../idempotency/idempotency-store.js'
 import { assertIdempotencyKey } from '../idempotency/store-validation.js'
 import { sleep } from '../internal/timers.js'
 import { deadLetterQueueName, parkedQueueName, rungQueueName } from '../retry/queue-names.js'
 import type { ConsumeOutcome, Instrumentation, ProcessScope } from '../telemetry/instrumentation.js'
+import { consumerDeclarations } from '../topology/topology.js'
 import type {
   Delivery,
   Headers,
   MessageProperties,
+  SubscriptionStatus,
   Transport,
   TransportSubscription,
 } from '../transport/transport.js'
@@ -50,6 +57,12 @@ export interface Consumer extends AsyncDisposable {
   readonly inFlight: number
   /** Deliveries waiting at the pause gate, never handed to a handler. */
   readonly held: number
+  /**
+   * Deliveries waiting out a delay while holding their place in the prefetch window (a retry
+   * wait in the consumer, an in-progress or store-failure put-back, a move being tried again).
+   * They do not occupy a handler and are not counted in {@link inFlight}.
+   */
+  readonly waiting: number
   /** Stops this consumer. `drainTimeout` (default 20 s) bounds the wait for running handlers. */
   close(options?: { readonly drainTimeout?: Duration }): Promise<void>
 }
@@ -64,8 +77,8 @@ export interface ConsumerHost {
   readonly currentTask: AsyncLocalStorage<DeliveryTask>
   /** Aborted when the connection is about to close: set-aside publishes stop waiting then. */
   readonly closingSignal: AbortSignal
-  taskStarted(): void
-  taskFinished(): void
+  /** Handlers (and their settlement) running across the connection went up or down by one. */
+  inFlightChanged(delta: 1 | -1): void
   consumerClosed(consumer: ConsumerEngine<unknown>): void
   /** Reports a failure the engine recovered from (a store that failed, a move that failed). */
   reportError(error: unknown, context: string): void
@@ -75,35 +88,82 @@ export interface ConsumerHost {
 export interface DeliveryTask {
   readonly consumer: ConsumerEngine<unknown>
   readonly delivery: Delivery
+  readonly lane: Lane
   /** Set when close gave up on the handler: whatever it returns later is discarded. */
   abandoned: boolean
 }
 
-/** How long a failed move holds its delivery before handing it back, so it does not spin. */
-const FAILED_MOVE_BACKOFF_MS = 1_000
+/** What a consumer is struggling with, for health. */
+export interface ConsumerTrouble {
+  readonly queue: string
+  /** The subscription's channel was lost and it is not consuming again yet. */
+  readonly unsubscribed: boolean
+  /** Queues a copy could not be moved to, while a move is being tried again. */
+  readonly failingMoves: readonly string[]
+  /** Why the idempotency store is failing, while it keeps failing. */
+  readonly storeFailure: string | undefined
+}
+
+/**
+ * One subscription of a consumer and the deliveries it carries. A consumer has a new one after
+ * a long pause (see {@link ConsumerOptions.heldTimeoutMs}); an old one is closed once the
+ * deliveries it carried are settled.
+ */
+interface Lane {
+  subscription: TransportSubscription | undefined
+  /** Tasks (running or waiting) on this lane's deliveries. */
+  tasks: number
+  /** Its channel was lost and the transport has not reported it consuming again. */
+  lost: boolean
+  /** Cancelled for good: it carries no new deliveries and is closed once idle. */
+  retired: boolean
+}
+
+/** The longest a failed move waits before it is tried again. */
+const MAX_MOVE_BACKOFF_MS = 30_000
+/** The first wait before a failed move is tried again. */
+const FIRST_MOVE_BACKOFF_MS = 1_000
+/** How long cancelling a subscription may take before closing goes on without it. */
+const CANCEL_TIMEOUT_MS = 5_000
 
 type Settled = ConsumeOutcome | 'released' | 'abandoned'
 
 /**
- * The engine: decodes, claims, runs the handler and turns its result into the action of
- * SPEC §5 — ack, retry in the consumer or through a rung, dead-letter, park, release — acking
- * the original only after the broker has confirmed and routed any copy.
+ * The engine: decodes, claims, runs the handler and turns its result into the action the
+ * design names (docs/design.md, "What the consumer does") — ack, retry in the consumer or
+ * through a rung, dead-letter, park, release — acking the original only after the broker has
+ * confirmed and routed any copy.
+ *
+ * Two kinds of task hold a delivery: one that runs a handler or settles (counted in
+ * `inFlight`, bounded by `concurrency`), and one that waits out a delay (counted in `waiting`,
+ * bounded only by the prefetch window). A wait never blocks the deliveries behind it.
  */
 export class ConsumerEngine<T> implements Consumer {
   readonly queue: string
   readonly #host: ConsumerHost
   readonly #options: ConsumerOptions
   readonly #handler: Handler<T>
-  readonly #buffer: Delivery[] = []
+  readonly #buffer: { readonly delivery: Delivery; readonly lane: Lane }[] = []
   readonly #running = new Set<DeliveryTask>()
+  /** Tasks waiting out a delay, and whether a drain ends the wait (a failed move's does not). */
+  readonly #waiting = new Map<DeliveryTask, boolean>()
   readonly #idleWaiters = new Set<() => void>()
-  /** Ends retry and in-progress waits at once when closing. */
-  readonly #waits = new AbortController()
+  readonly #lanes = new Set<Lane>()
+  readonly #failingMoves = new Map<string, number>()
+  /** Ends retry, in-progress and store waits at once: a drain or a close. */
+  #drainWaits = new AbortController()
+  /** Ends every wait, failed moves included: a close. */
+  readonly #closeWaits = new AbortController()
   /** The handlers' signal: aborted once the drain time is over. */
   readonly #handlerAbort = new AbortController()
-  #subscription: TransportSubscription | undefined
+  #lane: Lane | undefined
   #cancelled = false
   #closing: Promise<void> | undefined
+  #holdTimer: ReturnType<typeof setTimeout> | undefined
+  /** Let go of its subscription during a long pause; subscribes again on resume. */
+  #detached = false
+  #resubscribing = false
+  #storeFailure: string | undefined
   /** Closed from inside its own handler: the channel closes once that handler has settled. */
   #closeChannelWhenIdle = false
 
@@ -122,35 +182,139 @@ export class ConsumerEngine<T> implements Consumer {
     return this.#host.consumingPaused || this.#cancelled ? this.#buffer.length : 0
   }
 
-  /** Subscribes; called once by `AceMq.consume`. */
-  async start(): Promise<void> {
-    this.#subscription = await this.#host.transport.consume(
-      this.queue,
-      { prefetch: this.#options.prefetch },
-      (delivery) => this.#onDelivery(delivery),
-    )
+  get waiting(): number {
+    return this.#waiting.size
   }
 
-  /** Hands over held deliveries (after `resumeConsuming`). */
-  pump(): void {
-    if (this.#host.consumingPaused || this.#cancelled) return
-    while (this.#running.size < this.#options.concurrency && this.#buffer.length > 0) {
-      this.#start(this.#buffer.shift() as Delivery)
+  /** What this consumer is struggling with, or undefined when nothing. */
+  trouble(): ConsumerTrouble | undefined {
+    const unsubscribed = !this.#cancelled && this.#lane !== undefined && this.#lane.lost
+    if (!unsubscribed && this.#failingMoves.size === 0 && this.#storeFailure === undefined)
+      return undefined
+    return {
+      queue: this.queue,
+      unsubscribed,
+      failingMoves: [...this.#failingMoves.keys()],
+      storeFailure: this.#storeFailure,
     }
   }
 
-  /** Running tasks, other than the caller's own when called from inside a handler. */
-  busy(): number {
-    const current = this.#host.currentTask.getStore()
-    return this.#running.size - (current !== undefined && this.#running.has(current) ? 1 : 0)
+  /** Subscribes; called once by `AceMq.consume`. */
+  async start(): Promise<void> {
+    this.#lane = await this.#subscribe()
   }
 
-  /** Resolves once {@link busy} is zero. */
-  whenIdle(): Promise<void> {
-    if (this.busy() === 0) return Promise.resolve()
+  async #subscribe(): Promise<Lane> {
+    const lane: Lane = { subscription: undefined, tasks: 0, lost: false, retired: false }
+    this.#lanes.add(lane)
+    try {
+      lane.subscription = await this.#host.transport.consume(
+        this.queue,
+        {
+          prefetch: this.#options.prefetch,
+          onStatus: (status) => this.#onStatus(lane, status),
+        },
+        (delivery) => this.#onDelivery(delivery, lane),
+      )
+    } catch (error) {
+      this.#lanes.delete(lane)
+      throw error
+    }
+    return lane
+  }
+
+  /** Hands over held deliveries (after `resumeConsuming`), and subscribes again if it had to let go. */
+  pump(): void {
+    if (this.#host.consumingPaused || this.#cancelled) return
+    this.#clearHoldTimer()
+    if (this.#detached && !this.#resubscribing) void this.#resubscribe()
+    while (this.#running.size < this.#options.concurrency && this.#buffer.length > 0) {
+      const next = this.#buffer.shift() as { readonly delivery: Delivery; readonly lane: Lane }
+      // Its channel is gone: the broker has put it back and will deliver it again.
+      if (next.delivery.settleable === false) continue
+      this.#start(next.delivery, next.lane)
+    }
+  }
+
+  /**
+   * Consuming was paused. Held deliveries are not held for ever: after `heldTimeout` the
+   * consumer hands them back and stops its subscription until consuming resumes, so a long
+   * pause never runs into the broker's `consumer_timeout` (which closes the channel).
+   */
+  paused(): void {
+    if (this.#holdTimer !== undefined || this.#cancelled) return
+    this.#holdTimer = setTimeout(() => {
+      this.#holdTimer = undefined
+      void this.#letGoWhilePaused()
+    }, this.#options.heldTimeoutMs)
+    this.#holdTimer.unref?.()
+  }
+
+  #clearHoldTimer(): void {
+    if (this.#holdTimer === undefined) return
+    clearTimeout(this.#holdTimer)
+    this.#holdTimer = undefined
+  }
+
+  async #letGoWhilePaused(): Promise<void> {
+    const lane = this.#lane
+    if (!this.#host.consumingPaused || this.#cancelled || lane === undefined) return
+    this.#lane = undefined
+    this.#detached = true
+    lane.retired = true
+    this.#requeueBuffered()
+    await this.#cancel(lane)
+    this.#retireIfIdle(lane)
+  }
+
+  async #resubscribe(): Promise<void> {
+    this.#resubscribing = true
+    try {
+      for (let attempt = 1; !this.#cancelled; attempt++) {
+        try {
+          const lane = await this.#subscribe()
+          if (this.#cancelled) {
+            lane.retired = true
+            await this.#cancel(lane)
+            this.#retireIfIdle(lane)
+          } else {
+            this.#lane = lane
+            this.#detached = false
+            this.pump()
+          }
+          return
+        } catch (error) {
+          this.#host.reportError(
+            error,
+            `could not subscribe to '${this.queue}' again after a pause (will retry)`,
+          )
+          if (!(await sleep(moveBackoff(attempt), this.#closeWaits.signal))) return
+        }
+      }
+    } finally {
+      this.#resubscribing = false
+    }
+  }
+
+  /** Whether `task` is one of this consumer's running handlers (or settling). */
+  isRunning(task: DeliveryTask): boolean {
+    return this.#running.has(task)
+  }
+
+  /** Running tasks, other than those in `except` (a drain or close called from inside handlers). */
+  busy(except: ReadonlySet<DeliveryTask>): number {
+    if (except.size === 0) return this.#running.size
+    let busy = 0
+    for (const task of this.#running) if (!except.has(task)) busy++
+    return busy
+  }
+
+  /** Resolves once {@link busy} is zero. `except` is read again at every check. */
+  whenIdle(except: ReadonlySet<DeliveryTask>): Promise<void> {
+    if (this.busy(except) === 0) return Promise.resolve()
     return new Promise((resolve) => {
       const check = (): void => {
-        if (this.busy() === 0) {
+        if (this.busy(except) === 0) {
           this.#idleWaiters.delete(check)
           resolve()
         }
@@ -159,24 +323,73 @@ export class ConsumerEngine<T> implements Consumer {
     })
   }
 
+  /** Looks again whether a drain or close is done (the set it excludes grew). */
+  recheckIdle(): void {
+    this.#notifyIdle()
+  }
+
+  /** A drain: deliveries waiting out a retry, in-progress or store delay go back at once. */
+  endWaits(): void {
+    this.#wakeWaiting(false)
+    this.#drainWaits.abort()
+    this.#drainWaits = new AbortController()
+  }
+
+  /**
+   * Counts the waiting tasks a drain (or, with `all`, a close) is about to wake as running
+   * again, right now: they settle (hand their delivery back) before the drain may answer.
+   */
+  #wakeWaiting(all: boolean): void {
+    for (const [task, drainable] of this.#waiting) {
+      if (!drainable && !all) continue
+      this.#waiting.delete(task)
+      this.#running.add(task)
+      this.#host.inFlightChanged(1)
+    }
+  }
+
   /**
    * The first steps of closing, shared with the connection's close: no more deliveries,
-   * deliveries that have not started go back at once, retry and in-progress waits end.
+   * deliveries that have not started go back at once, every wait ends (its delivery goes back).
    */
   async stopIntake(): Promise<void> {
     if (this.#cancelled) return
     this.#cancelled = true
-    await this.#subscription?.cancel().catch(() => undefined)
+    this.#clearHoldTimer()
     this.#requeueBuffered()
-    this.#waits.abort()
+    this.#wakeWaiting(true)
+    this.#drainWaits.abort()
+    this.#closeWaits.abort()
+    await Promise.all([...this.#lanes].map((lane) => this.#cancel(lane)))
+    // Anything that arrived while the cancel was on its way goes back too.
+    this.#requeueBuffered()
+  }
+
+  /** Stops new deliveries on `lane`, bounded: a hung broker must not hold a close open. */
+  async #cancel(lane: Lane): Promise<void> {
+    const subscription = lane.subscription
+    if (subscription === undefined) return
+    const cancelled = await waitFor(
+      subscription.cancel().catch(() => undefined),
+      CANCEL_TIMEOUT_MS,
+    )
+    if (!cancelled) {
+      this.#host.reportError(
+        new AceMqError(`cancelling the subscription to '${this.queue}' took over 5 s`),
+        `closing the channel of '${this.queue}' instead`,
+      )
+    }
   }
 
   /**
-   * The connection was lost: deliveries that have not started came on a channel that is
-   * gone, so the broker will redeliver them; running them now would only duplicate work.
+   * The connection was lost. Deliveries from a transport that says whether they can still be
+   * settled are judged one by one (see {@link pump}); from one that does not, the buffer is
+   * dropped, since the broker redelivers everything unsettled on a lost connection.
    */
   connectionLost(): void {
-    this.#buffer.length = 0
+    for (let i = this.#buffer.length - 1; i >= 0; i--) {
+      if (this.#buffer[i]?.delivery.settleable === undefined) this.#buffer.splice(i, 1)
+    }
   }
 
   /** Aborts the handlers' signals. */
@@ -187,17 +400,24 @@ export class ConsumerEngine<T> implements Consumer {
   /** Gives up on the handlers still running: their late outcomes are discarded. */
   abandonRunning(): void {
     for (const task of this.#running) task.abandoned = true
+    for (const task of this.#waiting.keys()) task.abandoned = true
   }
 
-  /** Closes the subscription's channel; the broker takes back anything unsettled. */
+  /** Closes the subscriptions' channels; the broker takes back anything unsettled. */
   async closeChannel(): Promise<void> {
-    await this.#subscription?.close().catch(() => undefined)
+    this.#clearHoldTimer()
+    const lanes = [...this.#lanes]
+    this.#lanes.clear()
+    this.#lane = undefined
+    await Promise.all(lanes.map((lane) => lane.subscription?.close().catch(() => undefined)))
   }
 
   close(options: { readonly drainTimeout?: Duration } = {}): Promise<void> {
-    this.#closing ??= this.#close(
-      toMillis(options.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT, 'drainTimeout'),
-    )
+    const drainTimeoutMs = toMillis(options.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT, 'drainTimeout')
+    // Asked now, for the caller: is it one of this consumer's own handlers?
+    const caller = this.#host.currentTask.getStore()
+    const inside = caller !== undefined && this.#running.has(caller)
+    this.#closing ??= this.#close(drainTimeoutMs, inside ? new Set([caller]) : NO_TASKS)
     return this.#closing
   }
 
@@ -205,15 +425,14 @@ export class ConsumerEngine<T> implements Consumer {
     await this.close()
   }
 
-  async #close(drainTimeoutMs: number): Promise<void> {
+  async #close(drainTimeoutMs: number, except: ReadonlySet<DeliveryTask>): Promise<void> {
     await this.stopIntake()
-    if (!(await waitFor(this.whenIdle(), drainTimeoutMs))) {
+    if (!(await waitFor(this.whenIdle(except), drainTimeoutMs))) {
       this.abortHandlers()
-      if (!(await waitFor(this.whenIdle(), HANDLER_ABANDON_TIMEOUT))) this.abandonRunning()
+      if (!(await waitFor(this.whenIdle(except), HANDLER_ABANDON_TIMEOUT))) this.abandonRunning()
     }
     this.#host.consumerClosed(this as ConsumerEngine<unknown>)
-    const current = this.#host.currentTask.getStore()
-    if (current !== undefined && this.#running.has(current) && !current.abandoned) {
+    if ([...except].some((task) => this.#running.has(task) && !task.abandoned)) {
       // Called from inside this consumer's own handler: waiting for it would wait for
       // itself. Return now; the channel closes once that handler has settled.
       this.#closeChannelWhenIdle = true
@@ -222,37 +441,111 @@ export class ConsumerEngine<T> implements Consumer {
     await this.closeChannel()
   }
 
-  #onDelivery(delivery: Delivery): void {
-    if (this.#cancelled) {
+  #onStatus(lane: Lane, status: SubscriptionStatus): void {
+    if (status.type === 'consuming') {
+      lane.lost = false
+      return
+    }
+    lane.lost = true
+    // Deliveries from the lost channel are back on the queue: running them would only
+    // duplicate the work, and their acks could not be written.
+    for (let i = this.#buffer.length - 1; i >= 0; i--) {
+      const entry = this.#buffer[i]
+      if (entry !== undefined && entry.lane === lane && entry.delivery.settleable !== true) {
+        this.#buffer.splice(i, 1)
+      }
+    }
+    if (lane === this.#lane && !this.#cancelled) {
+      this.#host.reportError(
+        status.error ?? new AceMqError(`the channel of the consumer on '${this.queue}' closed`),
+        `the consumer on '${this.queue}' lost its channel; the transport subscribes again`,
+      )
+    }
+  }
+
+  #onDelivery(delivery: Delivery, lane: Lane): void {
+    if (this.#cancelled || lane.retired) {
       delivery.nack(true)
       return
     }
-    this.#buffer.push(delivery)
-    this.pump()
+    this.#buffer.push({ delivery, lane })
+    if (this.#host.consumingPaused) this.paused()
+    else this.pump()
   }
 
   #requeueBuffered(): void {
-    for (const delivery of this.#buffer.splice(0)) delivery.nack(true)
+    for (const { delivery } of this.#buffer.splice(0)) delivery.nack(true)
   }
 
-  #start(delivery: Delivery): void {
+  #start(delivery: Delivery, lane: Lane): void {
     const task: DeliveryTask = {
       consumer: this as ConsumerEngine<unknown>,
       delivery,
+      lane,
       abandoned: false,
     }
+    lane.tasks++
     this.#running.add(task)
-    this.#host.taskStarted()
-    void this.#process(task)
+    this.#host.inFlightChanged(1)
+    // A delivery started from inside a handler's async context (a handler that resumed
+    // consuming, or a transport that delivered from a publish) must not inherit that
+    // handler's identity: "am I inside a handler?" is answered per task.
+    if (this.#host.currentTask.getStore() === undefined) void this.#process(task)
+    else this.#host.currentTask.exit(() => void this.#process(task))
+  }
+
+  /** The task stops counting as running while it waits; other deliveries take its place. */
+  #startWaiting(task: DeliveryTask, drainable: boolean): void {
+    if (!this.#running.delete(task)) return
+    this.#waiting.set(task, drainable)
+    this.#host.inFlightChanged(-1)
+    this.#notifyIdle()
+    this.pump()
+  }
+
+  /** The wait is over: the task settles, and counts as running again until it has. */
+  #stopWaiting(task: DeliveryTask): void {
+    if (!this.#waiting.delete(task)) return
+    this.#running.add(task)
+    this.#host.inFlightChanged(1)
+  }
+
+  #notifyIdle(): void {
+    // Only a drain or close is ever waiting: skip the copy on every other message.
+    if (this.#idleWaiters.size > 0) for (const check of [...this.#idleWaiters]) check()
   }
 
   #finished(task: DeliveryTask): void {
-    this.#running.delete(task)
-    this.#host.taskFinished()
-    // Only a drain or close is ever waiting: skip the copy on every other message.
-    if (this.#idleWaiters.size > 0) for (const check of [...this.#idleWaiters]) check()
+    if (this.#running.delete(task)) this.#host.inFlightChanged(-1)
+    this.#waiting.delete(task)
+    task.lane.tasks--
+    this.#retireIfIdle(task.lane)
+    this.#notifyIdle()
     if (this.#closeChannelWhenIdle && this.#running.size === 0) void this.closeChannel()
     else this.pump()
+  }
+
+  /** Closes a retired subscription once nothing it delivered is still being settled. */
+  #retireIfIdle(lane: Lane): void {
+    if (!lane.retired || lane.tasks > 0 || !this.#lanes.has(lane)) return
+    this.#lanes.delete(lane)
+    void lane.subscription?.close().catch(() => undefined)
+  }
+
+  /**
+   * Waits `ms` outside the handler slots. Resolves false when the wait was ended (by a drain
+   * for `drainable` waits, by a close for every wait) or the delivery's channel is gone.
+   */
+  async #wait(task: DeliveryTask, ms: number, drainable: boolean): Promise<boolean> {
+    this.#startWaiting(task, drainable)
+    try {
+      // stopIntake aborts both, so a close ends every wait; a drain ends only drainable ones.
+      const signal = drainable ? this.#drainWaits.signal : this.#closeWaits.signal
+      const waited = await sleep(ms, signal)
+      return waited && !this.#cancelled && task.delivery.settleable !== false
+    } finally {
+      this.#stopWaiting(task)
+    }
   }
 
   /** Handles one delivery to the end, and always ends in {@link #finished}. */
@@ -299,7 +592,7 @@ export class ConsumerEngine<T> implements Consumer {
     const codec = this.#host.codecs.find(contentType)
     if (codec === undefined) {
       const reason = `could not decode: no codec for content type '${contentType ?? ''}'`
-      return this.#setAside(task, envelope, headers, 'parked', reason, scope)
+      return this.#setAside(task, envelope, 'parked', reason, scope)
     }
     let payload: T
     try {
@@ -308,7 +601,6 @@ export class ConsumerEngine<T> implements Consumer {
       return this.#setAside(
         task,
         envelope,
-        headers,
         'parked',
         `could not decode: ${describeError(error)}`,
         scope,
@@ -316,50 +608,41 @@ export class ConsumerEngine<T> implements Consumer {
     }
 
     const store = this.#options.store
+    // Each claim has its own owner, so a release can only ever free this delivery's claim.
+    const owner = store === undefined ? undefined : randomUUID()
     if (store !== undefined) {
       try {
         assertIdempotencyKey(envelope.id)
       } catch (error) {
         // No store can ever claim it: asking again would put it back for ever.
         const reason = `invalid message id: ${describeError(error)}`
-        return this.#setAside(task, envelope, headers, 'parked', reason, scope)
+        return this.#setAside(task, envelope, 'parked', reason, scope)
       }
-      let claim
+      let claim: ClaimResult
       try {
-        claim = await claimWith(store, envelope.id)
+        claim = await this.#claim(store, envelope.id, owner as string)
       } catch (error) {
         if (error instanceof ConfigurationError) {
           const reason = `the idempotency store refused the message id: ${describeError(error)}`
-          return this.#setAside(task, envelope, headers, 'parked', reason, scope)
+          return this.#setAside(task, envelope, 'parked', reason, scope)
         }
         // The store could not answer: nothing ran, so put the message back unchanged and
         // ask again later. It is never acked unhandled, and spends no attempt.
-        this.#host.reportError(
-          error,
-          `the idempotency store could not claim message ${envelope.id}`,
-        )
-        return this.#putBack(
-          task,
-          envelope,
-          headers,
-          this.#options.inProgressDelayMs,
-          'retried',
-          scope,
-        )
+        this.#storeFailed(error, `the idempotency store could not claim message ${envelope.id}`)
+        return this.#putBack(task, envelope, this.#options.inProgressDelayMs, 'retried', scope)
       }
+      this.#storeFailure = undefined
       if (claim === 'duplicate') {
         delivery.ack()
         return 'acked'
       }
       if (claim === 'in_progress') {
-        return this.#putBack(
-          task,
-          envelope,
-          headers,
-          this.#options.inProgressDelayMs,
-          'in_progress',
-          scope,
-        )
+        return this.#putBack(task, envelope, this.#options.inProgressDelayMs, 'in_progress', scope)
+      }
+      if (delivery.settleable === false) {
+        // The channel went while the store answered: the broker has the message back.
+        this.#release(store, envelope.id, owner)
+        return 'released'
       }
     }
 
@@ -377,43 +660,68 @@ export class ConsumerEngine<T> implements Consumer {
     if (task.abandoned) return 'abandoned'
 
     if (store !== undefined) {
-      if (result.kind === 'accept') {
-        try {
-          await store.confirm(envelope.id)
-        } catch (error) {
-          await this.#confirmAgain(store, envelope.id, error)
-        }
-      } else {
-        // A release that fails leaves the claim to expire; the retry waits as in progress.
-        await store
-          .release(envelope.id)
-          .catch((error: unknown) =>
-            this.#host.reportError(error, `could not release message ${envelope.id}`),
-          )
-      }
+      if (result.kind === 'accept') await this.#confirm(store, envelope.id, owner as string)
+      else this.#release(store, envelope.id, owner)
     }
-    return this.#settle(task, envelope, headers, result, scope)
+    return this.#settle(task, envelope, result, scope)
+  }
+
+  /** Asks the store for a claim, bounded by the store timeout. */
+  #claim(store: IdempotencyStore, id: string, owner: string): Promise<ClaimResult> {
+    const claim = claimWith(store, id, owner)
+    return withTimeout(claim, this.#options.storeTimeoutMs, `claiming message ${id}`, () => {
+      // A claim that lands after its timeout belongs to nobody: give it back at once.
+      claim.then(
+        (result) => {
+          if (result === 'claimed') this.#release(store, id, owner)
+        },
+        () => undefined,
+      )
+    })
+  }
+
+  /** Releases this delivery's claim; a failure leaves the claim to expire, and is reported. */
+  #release(store: IdempotencyStore, id: string, owner: string | undefined): void {
+    void withTimeout(
+      store.release(id, owner),
+      this.#options.storeTimeoutMs,
+      `releasing message ${id}`,
+    ).then(
+      () => {
+        this.#storeFailure = undefined
+      },
+      (error: unknown) => this.#storeFailed(error, `could not release message ${id}`),
+    )
+  }
+
+  #storeFailed(error: unknown, context: string): void {
+    this.#storeFailure = describeError(error)
+    this.#host.reportError(error, context)
   }
 
   /**
-   * Records the work as done after a first confirm failed. A confirm that fails is tried
-   * again a few times: an id left unconfirmed becomes claimable once its lease runs out, and
-   * a second copy of the message (a publisher that resent after a lost confirm) would then
-   * run the handler again. If it still fails the message is acked all the same — the work is
-   * done — and reported.
+   * Records the work as done. A confirm that fails is tried again a few times: an id left
+   * unconfirmed becomes claimable once its lease runs out, and a second copy of the message (a
+   * publisher that resent after a lost confirm) would then run the handler again. If it still
+   * fails the message is acked all the same — the work is done — and the failure reported.
    */
-  async #confirmAgain(store: IdempotencyStore, id: string, failure: unknown): Promise<void> {
-    let last = failure
-    for (const wait of CONFIRM_RETRY_DELAYS_MS) {
-      if (!(await sleep(wait, this.#host.closingSignal))) break
+  async #confirm(store: IdempotencyStore, id: string, owner: string): Promise<void> {
+    const timeout = this.#options.storeTimeoutMs
+    let last: unknown
+    for (let attempt = 0; attempt <= CONFIRM_RETRY_DELAYS_MS.length; attempt++) {
+      if (attempt > 0) {
+        const wait = CONFIRM_RETRY_DELAYS_MS[attempt - 1] as number
+        if (!(await sleep(wait, this.#host.closingSignal))) break
+      }
       try {
-        await store.confirm(id)
+        await withTimeout(store.confirm(id, owner), timeout, `confirming message ${id}`)
+        this.#storeFailure = undefined
         return
       } catch (error) {
         last = error
       }
     }
-    this.#host.reportError(last, `could not confirm message ${id}`)
+    this.#storeFailed(last, `could not confirm message ${id}`)
   }
 
   async #runHandler(
@@ -448,7 +756,6 @@ export class ConsumerEngine<T> implements Consumer {
   #settle(
     task: DeliveryTask,
     envelope: Envelope,
-    headers: Headers,
     result: AckResult,
     scope: ProcessScope | undefined,
   ): Settled | Promise<Settled> {
@@ -461,18 +768,17 @@ export class ConsumerEngine<T> implements Consumer {
         delivery.nack(true)
         return 'released'
       case 'dead-letter':
-        return this.#setAside(task, envelope, headers, 'rejected', result.reason, scope)
+        return this.#setAside(task, envelope, 'rejected', result.reason, scope)
       case 'park':
-        return this.#setAside(task, envelope, headers, 'parked', result.reason, scope)
+        return this.#setAside(task, envelope, 'parked', result.reason, scope)
       case 'retry':
-        return this.#retry(task, envelope, headers, result, scope)
+        return this.#retry(task, envelope, result, scope)
     }
   }
 
   async #retry(
     task: DeliveryTask,
     envelope: Envelope,
-    headers: Headers,
     result: Extract<AckResult, { kind: 'retry' }>,
     scope: ProcessScope | undefined,
   ): Promise<Settled> {
@@ -488,20 +794,14 @@ export class ConsumerEngine<T> implements Consumer {
         const why =
           policy.giveUpReason(envelope.attempt, age) ??
           `gave up after ${envelope.attempt} attempt(s)`
-        return this.#setAside(
-          task,
-          envelope,
-          headers,
-          'dead_lettered',
-          `${why}: ${result.reason}`,
-          scope,
-        )
+        return this.#setAside(task, envelope, 'dead_lettered', `${why}: ${result.reason}`, scope)
       }
       delayMs = wait.delayMs
       if (wait.inBroker) target = rungQueueName(this.queue, wait.delayMs)
     }
-    if (target === this.queue && !(await sleep(delayMs, this.#waits.signal))) {
-      // Closing cut the wait short: hand the message back as it came, attempt unchanged.
+    if (target === this.queue && !(await this.#wait(task, delayMs, true))) {
+      // A drain or close cut the wait short: hand the message back as it came, attempt
+      // unchanged. (A lost channel has handed it back already.)
       task.delivery.nack(true)
       return 'released'
     }
@@ -511,7 +811,7 @@ export class ConsumerEngine<T> implements Consumer {
       firstSeen: envelope.firstSeen ?? Date.now(),
       error: undefined,
     }
-    const moved = await this.#move(task, target, next, headers, undefined)
+    const moved = await this.#move(task, target, next, undefined)
     if (moved !== 'moved') return moved
     scope?.retried(delayMs, target !== this.queue)
     return 'retried'
@@ -521,12 +821,11 @@ export class ConsumerEngine<T> implements Consumer {
   async #putBack(
     task: DeliveryTask,
     envelope: Envelope,
-    headers: Headers,
     delayMs: number,
     outcome: 'in_progress' | 'retried',
     scope: ProcessScope | undefined,
   ): Promise<Settled> {
-    if (!(await sleep(delayMs, this.#waits.signal))) {
+    if (!(await this.#wait(task, delayMs, true))) {
       task.delivery.nack(true)
       return 'released'
     }
@@ -535,7 +834,7 @@ export class ConsumerEngine<T> implements Consumer {
       firstSeen: envelope.firstSeen ?? Date.now(),
       error: undefined,
     }
-    const moved = await this.#move(task, this.queue, copy, headers, undefined)
+    const moved = await this.#move(task, this.queue, copy, undefined)
     if (moved !== 'moved') return moved
     if (outcome === 'retried') scope?.retried(delayMs, false)
     return outcome
@@ -544,14 +843,13 @@ export class ConsumerEngine<T> implements Consumer {
   async #setAside(
     task: DeliveryTask,
     envelope: Envelope,
-    headers: Headers,
     outcome: 'dead_lettered' | 'rejected' | 'parked',
     reason: string,
     scope: ProcessScope | undefined,
   ): Promise<Settled> {
     const target =
       outcome === 'parked' ? parkedQueueName(this.queue) : deadLetterQueueName(this.queue)
-    const moved = await this.#move(task, target, envelope, headers, reason)
+    const moved = await this.#move(task, target, envelope, reason)
     if (moved !== 'moved') return moved
     scope?.setAside(outcome, target, reason)
     return outcome
@@ -559,72 +857,127 @@ export class ConsumerEngine<T> implements Consumer {
 
   /**
    * Republishes a copy to `target` through the default exchange, mandatory and persistent,
-   * and acks the original only once the broker has confirmed and routed the copy. A failure
-   * that may pass hands the original back with requeue: nothing is ever lost to a failed
-   * move. A copy that can never be written as it is (a header the client cannot encode) is
-   * parked instead, without its application headers, so it does not come back for ever. The
-   * publish is tied to the connection's lifetime, not the handler's signal, so a message given
-   * up on during shutdown still reaches its dead-letter queue.
+   * and acks the original only once the broker has confirmed and routed the copy.
+   *
+   * A copy that fails is tried again in this process, with backoff, while the delivery's
+   * channel lives: the missing destination is declared again, the failure is reported and
+   * health turns DEGRADED. The original is never handed back with requeue to spin (on a quorum
+   * queue every requeue spends the broker's delivery limit); it goes back only when the
+   * consumer closes. A copy that can never be written as it is (a header the client cannot
+   * encode) is parked instead, without its application headers. The publish is tied to the
+   * connection's lifetime, not the handler's signal, so a message given up on during shutdown
+   * still reaches its dead-letter queue.
    */
   async #move(
     task: DeliveryTask,
     target: string,
     envelope: Envelope,
-    headers: Headers,
     error: string | undefined,
   ): Promise<'moved' | 'parked' | 'released'> {
     const { delivery } = task
+    let failure: unknown
     try {
-      await this.#publishCopy(delivery, target, envelope, headers, error)
+      await this.#publishCopy(delivery, target, envelope, error, true)
     } catch (first) {
-      let failure = first
-      if (isPermanent(failure) && !task.abandoned) {
-        const parked = parkedQueueName(this.queue)
-        const reason = `could not republish to '${target}' as it is (${describeError(failure)}); its application headers were dropped${error === undefined ? '' : `: ${error}`}`
+      failure = first
+    }
+    if (failure === undefined) {
+      if (!task.abandoned) delivery.ack()
+      return 'moved'
+    }
+    if (isPermanent(failure) && !task.abandoned) {
+      const parked = parkedQueueName(this.queue)
+      const reason = `could not republish to '${target}' as it is (${describeError(failure)}); its application headers were dropped${error === undefined ? '' : `: ${error}`}`
+      try {
+        await this.#publishCopy(delivery, parked, envelope, reason, false)
+        delivery.ack()
+        return 'parked'
+      } catch (second) {
+        failure = second
+      }
+    }
+    return this.#moveAgain(task, target, envelope, error, failure)
+  }
+
+  async #moveAgain(
+    task: DeliveryTask,
+    target: string,
+    envelope: Envelope,
+    error: string | undefined,
+    firstFailure: unknown,
+  ): Promise<'moved' | 'released'> {
+    const { delivery } = task
+    let failure = firstFailure
+    this.#failingMoves.set(target, (this.#failingMoves.get(target) ?? 0) + 1)
+    try {
+      for (let attempt = 1; ; attempt++) {
+        if (task.abandoned) return 'released'
+        this.#host.reportError(
+          failure,
+          `could not move message ${envelope.id} to '${target}' (try ${attempt}); it is held and tried again`,
+        )
+        if (failure instanceof UnroutableError) {
+          if (target.startsWith(`${this.queue}.retry.`)) {
+            this.#host.instrumentation?.rungMissing?.(this.queue, target)
+          }
+          // The destination is gone (someone deleted it): declare it again.
+          await this.#host.transport
+            .declare(consumerDeclarations(this.queue, this.#options.retryPolicy))
+            .catch((declareError: unknown) =>
+              this.#host.reportError(declareError, `could not declare '${target}' again`),
+            )
+        }
+        if (!(await this.#wait(task, moveBackoff(attempt), false))) {
+          // Closing (or the channel is gone, and the broker has the message back already).
+          if (!task.abandoned) delivery.nack(true)
+          return 'released'
+        }
         try {
-          await this.#publishCopy(delivery, parked, envelope, {}, reason)
-          delivery.ack()
-          return 'parked'
-        } catch (second) {
-          failure = second
+          await this.#publishCopy(delivery, target, envelope, error, true)
+          if (!task.abandoned) delivery.ack()
+          return 'moved'
+        } catch (next) {
+          failure = next
         }
       }
-      this.#host.reportError(
-        failure,
-        `could not move message ${envelope.id} to '${target}'; it goes back to '${this.queue}'`,
-      )
-      if (failure instanceof UnroutableError && target.startsWith(`${this.queue}.retry.`)) {
-        this.#host.instrumentation?.rungMissing?.(this.queue, target)
-      }
-      if (task.abandoned) return 'released'
-      await sleep(FAILED_MOVE_BACKOFF_MS, this.#waits.signal)
-      delivery.nack(true)
-      return 'released'
+    } finally {
+      const left = (this.#failingMoves.get(target) ?? 1) - 1
+      if (left > 0) this.#failingMoves.set(target, left)
+      else this.#failingMoves.delete(target)
     }
-    if (!task.abandoned) delivery.ack()
-    return 'moved'
   }
 
   #publishCopy(
     delivery: Delivery,
     target: string,
     envelope: Envelope,
-    headers: Headers,
     error: string | undefined,
+    keepHeaders: boolean,
   ): Promise<void> {
     return this.#host.transport.publish(
       {
         exchange: '',
         routingKey: target,
         body: delivery.body,
-        headers: writeEnvelope(envelope, headers, error === undefined ? undefined : { error }),
+        headers: writeCopyHeaders(
+          keepHeaders ? (delivery.wireHeaders ?? delivery.headers) : {},
+          envelope,
+          error === undefined ? undefined : { error },
+        ),
         properties: republishedProperties(delivery.properties, envelope.id),
         persistent: true,
         mandatory: true,
       },
-      { whenBlocked: 'wait', signal: this.#host.closingSignal },
+      { whenBlocked: 'wait', signal: this.#host.closingSignal, lane: 'engine' },
     )
   }
+}
+
+const NO_TASKS: ReadonlySet<DeliveryTask> = new Set()
+
+/** Backoff before the n-th retry of a failed move: 1 s, 2 s, 4 s … up to 30 s. */
+function moveBackoff(attempt: number): number {
+  return Math.min(FIRST_MOVE_BACKOFF_MS * 2 ** Math.min(attempt - 1, 20), MAX_MOVE_BACKOFF_MS)
 }
 
 /** A failure that sending the same copy again can never fix. */
@@ -666,7 +1019,43 @@ function invokeHandler<T>(
 /** How long to wait before each retry of a failed confirm. */
 const CONFIRM_RETRY_DELAYS_MS = [100, 500, 2_000] as const
 
-/** Resolves true when `promise` settles within `ms`, false otherwise. */
+/**
+ * Rejects with an `ACEMQ_STORE_TIMEOUT` error when `promise` has not settled within `ms`
+ * (`onTimeout` then runs); otherwise settles as `promise` does.
+ */
+function withTimeout<R>(
+  promise: Promise<R>,
+  ms: number,
+  what: string,
+  onTimeout?: () => void,
+): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      onTimeout?.()
+      reject(
+        new AceMqError(`the idempotency store did not answer within ${ms} ms (${what})`, {
+          code: 'ACEMQ_STORE_TIMEOUT',
+        }),
+      )
+    }, ms)
+    timer.unref?.()
+    promise.then(
+      (value) => {
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (error: unknown) => {
+        clearTimeout(timer)
+        reject(error)
+      },
+    )
+  })
+}
+
+/**
+ * Resolves true when `promise` settles within `ms`, false otherwise. Any length works: waits
+ * past setTimeout's 2^31−1 ms limit are taken in steps.
+ */
 export async function waitFor(promise: Promise<unknown>, ms: number): Promise<boolean> {
   if (ms <= 0) {
     let done = false
@@ -674,14 +1063,13 @@ export async function waitFor(promise: Promise<unknown>, ms: number): Promise<bo
     await Promise.resolve()
     return done
   }
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms)
-    timer.unref?.()
-  })
+  const stop = new AbortController()
   try {
-    return await Promise.race([promise.then(() => true as const), timeout])
+    return await Promise.race([
+      promise.then(() => true as const),
+      sleep(ms, stop.signal).then(() => false as const),
+    ])
   } finally {
-    clearTimeout(timer)
+    stop.abort()
   }
 }

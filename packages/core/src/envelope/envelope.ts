@@ -391,6 +391,38 @@ export function writeEnvelope(
   return headers as Headers
 }
 
+const ENVELOPE_HEADER_NAMES: ReadonlySet<string> = new Set(Object.values(ENVELOPE_HEADERS))
+
+/**
+ * The headers of a copy the engine republishes (a retry, a put-back, a dead-letter or parked
+ * copy): every header of the original as it travelled — application headers with their wire
+ * types, and `x-acemq-*` headers this library does not know (another AceMQ library's route
+ * headers, say) — with the envelope written anew over them. `x-acemq-error` is written only
+ * when `options.error` is given, so an old reason never follows a message back out.
+ *
+ * @example
+ * ```ts
+ * const headers = writeCopyHeaders(delivery.wireHeaders ?? delivery.headers,
+ *   { ...envelope, attempt: envelope.attempt + 1 })
+ * ```
+ */
+export function writeCopyHeaders(
+  original: Headers,
+  envelope: Envelope,
+  options?: { readonly error?: string },
+): Headers {
+  const written = writeEnvelope(envelope, undefined, options)
+  const headers: Record<string, unknown> = {}
+  if (isTable(original)) {
+    for (const key of Object.keys(original)) {
+      // Every envelope header is the engine's to write (in any letter case).
+      if (!ENVELOPE_HEADER_NAMES.has(key.toLowerCase())) defineHeader(headers, key, original[key])
+    }
+  }
+  for (const key of Object.keys(written)) defineHeader(headers, key, written[key])
+  return headers as Headers
+}
+
 // Optional fields treat "" as absent (SPEC §3: empty values are omitted), but a non-string is
 // still a mistake worth naming.
 function emptyToUndefined(value: unknown, field: string): string | undefined {

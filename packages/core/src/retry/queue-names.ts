@@ -83,10 +83,28 @@ export function parkedQueueName(queue: string): string {
   return derived(queue, '.parked')
 }
 
+/**
+ * The longest wait a rung queue can hold, in milliseconds: 315 360 000 000, ten years of 365
+ * days. RabbitMQ refuses a larger `x-message-ttl` (and a larger per-message `expiration`) with
+ * `PRECONDITION_FAILED ... value_too_large`, so `RetryPolicy` refuses a policy with a longer
+ * broker wait when it is built, and {@link rungArguments} refuses one too.
+ *
+ * @example
+ * ```ts
+ * RetryPolicy.exponential(60, '30s', MAX_BROKER_WAIT) // the longest cap a broker wait can have
+ * ```
+ */
+export const MAX_BROKER_WAIT = 315_360_000_000
+
 function checkRungDelay(delayMs: number): number {
   if (typeof delayMs !== 'number' || !Number.isSafeInteger(delayMs) || delayMs < 1) {
     throw new ConfigurationError(
       `delayMs must be a whole number of milliseconds, at least 1, for a retry queue; got ${String(delayMs)}`,
+    )
+  }
+  if (delayMs > MAX_BROKER_WAIT) {
+    throw new ConfigurationError(
+      `delayMs must be at most ${MAX_BROKER_WAIT} (RabbitMQ's largest message TTL) for a retry queue; got ${delayMs}`,
     )
   }
   return delayMs

@@ -1,6 +1,7 @@
 import { DEFAULT_BROKER_WAIT_THRESHOLD } from '../constants.js'
 import { formatDuration, toMillis, type Duration } from '../duration.js'
 import { ConfigurationError } from '../errors.js'
+import { MAX_BROKER_WAIT } from './queue-names.js'
 
 /**
  * How long to wait before the next attempt, and where: `inBroker` waits sit on a rung queue
@@ -31,6 +32,8 @@ interface Settings {
 
 // Attempts travel in `x-acemq-attempt`, a signed 32-bit int: a larger limit could never be reached.
 const MAX_ATTEMPTS = 2_147_483_647
+
+const DAY_MS = 86_400_000
 
 const DEFAULT_JITTER: Readonly<Record<Kind, number>> = { none: 0, fixed: 0, exponential: 0.2 }
 
@@ -72,6 +75,11 @@ function checkAge(value: unknown): number {
  *
  * There is no age limit unless {@link RetryPolicy.giveUpAfter} sets one.
  *
+ * A broker wait sits on a rung queue whose TTL is the wait, and RabbitMQ refuses a TTL over
+ * {@link MAX_BROKER_WAIT} (ten years): a factory or modifier that would make such a policy
+ * (`exponential(60, '30s')` has no cap, so its 25th wait is 16 years) throws a
+ * {@link ConfigurationError} naming the attempt and the wait, and nothing is ever declared.
+ *
  * @example
  * ```ts
  * const policy = RetryPolicy.exponential(5, '1s', '1m').giveUpAfter('6h')
@@ -105,6 +113,45 @@ export class RetryPolicy {
     this.maxAgeMs = settings.maxAgeMs
     this.brokerWaitThresholdMs = settings.brokerWaitThresholdMs
     Object.freeze(this)
+    this.#checkBrokerWaits()
+  }
+
+  // A rung queue's TTL is its wait, and RabbitMQ refuses a TTL over MAX_BROKER_WAIT: refused
+  // here, when the policy is built, rather than part way through declaring its rungs.
+  #checkBrokerWaits(): void {
+    const over = this.#firstBrokerWaitOver(MAX_BROKER_WAIT)
+    if (over === undefined) return
+    const { attempt, delay } = over
+    const rendered = formatDuration(delay)
+    const shown = rendered === `${delay}ms` ? '' : ` (${rendered})`
+    throw new ConfigurationError(
+      `RetryPolicy ${String(this)}: the wait after attempt ${attempt} is ${delay} ms${shown}, which would sit on the rung queue '{queue}.retry.${rendered}', but RabbitMQ refuses a message TTL over ${MAX_BROKER_WAIT} ms (ten years); ${this.#remedy()}`,
+    )
+  }
+
+  #remedy(): string {
+    if (this.#kind !== 'exponential') return 'use a shorter delay'
+    if (this.initialDelayMs > MAX_BROKER_WAIT) return 'use a shorter initial delay'
+    if (this.maxDelayMs !== undefined) return 'give a cap of at most that'
+    const example =
+      this.initialDelayMs <= DAY_MS
+        ? `, such as exponential(${this.maxAttempts}, ${formatDuration(this.initialDelayMs)}, 1d)`
+        : ''
+    return `give a cap of at most that${example}, or fewer attempts`
+  }
+
+  /** The first scheduled broker wait longer than `limitMs`, and the attempt it follows. */
+  #firstBrokerWaitOver(limitMs: number): { attempt: number; delay: number } | undefined {
+    let previous: number | undefined
+    // As in brokerRungs: the schedule never decreases and is flat for good once two neighbours
+    // are equal, so this walks at most a few dozen attempts.
+    for (let attempt = 1; attempt < this.maxAttempts; attempt++) {
+      const delay = this.#delayAfter(attempt)
+      if (delay === previous) break
+      previous = delay
+      if (delay > limitMs && this.waitsInBroker(delay)) return { attempt, delay }
+    }
+    return undefined
   }
 
   #settings(): Settings {
@@ -164,7 +211,8 @@ export class RetryPolicy {
 
   /**
    * `maxAttempts` attempts, the delay doubling from `initialDelay` up to `maxDelay` (no cap
-   * when omitted), with ±20% jitter on consumer waits.
+   * when omitted), with ±20% jitter on consumer waits. Without a cap, many attempts double
+   * past what a rung queue can hold ({@link MAX_BROKER_WAIT}), and the policy is refused.
    *
    * @example
    * ```ts

@@ -294,15 +294,23 @@ describe('properties', () => {
       maxAge: fc.integer({ min: 0, max: 30 * DAY }),
     })
     .map((p) => {
-      const base = p.exponential
-        ? RetryPolicy.exponential(
-            p.maxAttempts,
-            p.initial,
-            p.capExtra === null ? undefined : p.initial + p.capExtra,
-          )
-        : RetryPolicy.fixed(p.maxAttempts, p.initial)
-      return base.withJitter(p.jitter).waitInBrokerFrom(p.threshold).giveUpAfter(p.maxAge)
+      try {
+        const base = p.exponential
+          ? RetryPolicy.exponential(
+              p.maxAttempts,
+              p.initial,
+              p.capExtra === null ? undefined : p.initial + p.capExtra,
+            )
+          : RetryPolicy.fixed(p.maxAttempts, p.initial)
+        return base.withJitter(p.jitter).waitInBrokerFrom(p.threshold).giveUpAfter(p.maxAge)
+      } catch (error) {
+        // An uncapped policy whose broker waits outgrow RabbitMQ's TTL limit is refused when
+        // built (broker-wait-limit.test.ts); the properties are about the ones that build.
+        if (error instanceof ConfigurationError) return null
+        throw error
+      }
     })
+    .filter((policy): policy is RetryPolicy => policy !== null)
   const attempt = fc.integer({ min: 1, max: 10_000 })
   const unit = fc.oneof(
     fc.constantFrom(0, 1 - Number.EPSILON),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { sql, type QueryExecutor, type QueryResult } from 'kysely'
+import { sql, type QueryExecutor, type QueryResult, type RawBuilder } from 'kysely'
 import {
   AceMqError,
   ClosedError,
@@ -49,7 +49,12 @@ export interface KyselyIdempotencyStoreOptions {
   readonly purgeBatchSize?: number
   /** The SQL to write (default: told from the Kysely adapter). */
   readonly dialect?: IdempotencyDialect
-  /** The clock, in epoch milliseconds (default `Date.now`). For tests: it lets a test move time without sleeping. Every timestamp is this clock's, never the database's. */
+  /**
+   * The clock, in epoch milliseconds. Default: the database server's clock on Postgres and
+   * MySQL / MariaDB, so hosts whose clocks disagree still agree on every lease; `Date.now` on
+   * SQLite, whose processes share one machine's clock. Given, every timestamp is this
+   * clock's, on every dialect: for tests that move time without sleeping.
+   */
   readonly now?: () => number
   /** Told about a background purge that failed; claims are unaffected (default `console.warn`). */
   readonly onError?: (error: unknown) => void
@@ -60,6 +65,8 @@ interface Row {
   readonly claimedAt: number
   readonly confirmed: boolean
   readonly confirmedAt: number
+  /** The store's clock when the row was read: the database's, or the `now` option's. */
+  readonly now: number
 }
 
 /** How many insert / read / update rounds a claim may take when rows keep changing under it. */
@@ -70,9 +77,10 @@ const MAX_ROUNDS = 5
  * SQLite and MySQL are written too). The primary key arbitrates every claim
  * (`INSERT ... ON CONFLICT (id) DO NOTHING`; on MySQL a plain insert where only a
  * duplicate-key error means taken) and a stale claim is taken over by a conditional
- * `UPDATE` that exactly one racer wins. Any other database error rejects, so the message is
- * retried rather than acked. The store never runs DDL: create the table with
- * {@link createTableSql} or {@link idempotencyMigration}.
+ * `UPDATE` that exactly one racer wins. On Postgres and MySQL every timestamp is the
+ * database server's, so application hosts with skewed clocks still agree on every lease.
+ * Any other database error rejects, so the message is retried rather than acked. The store
+ * never runs DDL: create the table with {@link createTableSql} or {@link idempotencyMigration}.
  *
  * @example
  * ```ts
@@ -93,7 +101,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   readonly #sql: Statements
   readonly #purgeEvery: number
   readonly #purgeBatchSize: number
-  readonly #now: () => number
+  /** The `now` option; undefined when the database's clock decides. */
+  readonly #now: (() => number) | undefined
   readonly #onError: (error: unknown) => void
   /** The owner of the claims this instance takes without an owner token. */
   readonly #token = randomUUID()
@@ -131,14 +140,23 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       1,
       'purgeBatchSize',
     )
-    this.#now = fn(options.now ?? Date.now, 'now')
     this.#onError = fn(options.onError ?? warn, 'onError')
     this.dialect = options.dialect === undefined ? detectDialect(db) : checkDialect(options.dialect)
+    this.#now =
+      options.now !== undefined
+        ? fn(options.now, 'now')
+        : // SQLite has no server: every process using the file reads this machine's clock.
+          this.dialect === 'sqlite'
+          ? Date.now
+          : undefined
     // The store's SQL must not be rewritten by the caller's plugins (CamelCasePlugin would
     // rename the columns it reads back), and is compiled once: building each statement anew
     // cost ~24 µs of CPU per message (BENCHMARKS.md).
     this.#sql = statements(db.getExecutor().withoutPlugins(), this.table, this.dialect, {
       purgeBatchSize: this.#purgeBatchSize,
+      retention: this.retention,
+      claimTimeout: this.claimTimeout,
+      databaseClock: this.#now === undefined,
     })
   }
 
@@ -175,22 +193,25 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     this.#assertOpen()
     this.#maybePurge()
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const now = this.#now()
+      // Undefined when the database's clock decides: the statements then read it themselves.
+      const now = this.#now?.()
       // Postgres and SQLite insert inline: one async frame less per message.
       const inserted =
         this.dialect === 'mysql'
           ? await this.#insertMysql(id, owner, now)
           : affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
       if (inserted) return 'claimed'
-      const row = await this.#read(id)
+      const row = await this.#read(id, now)
       // Released or purged since the insert conflicted: insert again.
       if (row === undefined) continue
       if (row.confirmed) {
-        if (now - row.confirmedAt <= this.retention) return 'duplicate'
-        if (await this.#reclaim(id, owner, now)) return 'claimed'
+        if (row.now - row.confirmedAt <= this.retention) return 'duplicate'
+        const result = await this.#sql.reclaim({ id, owner, now })
+        if (affected(result, 'reclaim') === 1) return 'claimed'
       } else {
-        if (now - row.claimedAt <= this.claimTimeout) return 'in_progress'
-        if (await this.#takeOver(id, owner, row.owner, now)) return 'claimed'
+        if (row.now - row.claimedAt <= this.claimTimeout) return 'in_progress'
+        const result = await this.#sql.takeOver({ id, owner, now, staleOwner: row.owner })
+        if (affected(result, 'take over') === 1) return 'claimed'
       }
       // Someone else changed the row first: look again.
     }
@@ -226,7 +247,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     assertId(id)
     assertOwnerToken(owner)
     this.#assertOpen()
-    affected(await this.#sql.confirm({ id, owner, now: this.#now() }), 'confirm')
+    affected(await this.#sql.confirm({ id, owner, now: this.#now?.() }), 'confirm')
   }
 
   /**
@@ -257,8 +278,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   async isConfirmed(id: string): Promise<boolean> {
     assertId(id)
     this.#assertOpen()
-    const row = await this.#read(id)
-    return row !== undefined && row.confirmed && this.#now() - row.confirmedAt <= this.retention
+    const row = await this.#read(id, this.#now?.())
+    return row !== undefined && row.confirmed && row.now - row.confirmedAt <= this.retention
   }
 
   /**
@@ -297,7 +318,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   }
 
   /** True when this insert made the row; false only when the primary key already had it. */
-  async #insertMysql(id: string, owner: string, now: number): Promise<boolean> {
+  async #insertMysql(id: string, owner: string, now: number | undefined): Promise<boolean> {
     // INSERT IGNORE would also swallow NOT NULL, truncation and trigger errors: only the
     // duplicate key may mean "taken".
     try {
@@ -308,12 +329,13 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     }
   }
 
-  async #read(id: string): Promise<Row | undefined> {
-    const { rows } = await this.#sql.read({ id })
+  async #read(id: string, now: number | undefined): Promise<Row | undefined> {
+    const { rows } = await this.#sql.read({ id, now })
     const raw = rows[0]
     if (raw === undefined) return undefined
     const claimedAt = toNumber(raw['claimed_at'], 'claimed_at')
     return {
+      now: toNumber(raw['now_ms'], 'the clock'),
       owner: String(raw['owner']),
       claimedAt,
       confirmed: toBoolean(raw['confirmed']),
@@ -324,36 +346,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     }
   }
 
-  /** Takes over a stale claim; only the racer whose update still finds it stale wins. */
-  async #takeOver(id: string, owner: string, staleOwner: string, now: number): Promise<boolean> {
-    const result = await this.#sql.takeOver({
-      id,
-      owner,
-      now,
-      staleOwner,
-      staleBefore: now - this.claimTimeout,
-    })
-    return affected(result, 'take over') === 1
-  }
-
-  /** Claims again an id whose confirmation is past the retention (the row counts as absent). */
-  async #reclaim(id: string, owner: string, now: number): Promise<boolean> {
-    const result = await this.#sql.reclaim({
-      id,
-      owner,
-      now,
-      expiredBefore: now - this.retention,
-    })
-    return affected(result, 'reclaim') === 1
-  }
-
   async #purge(): Promise<number> {
-    const now = this.#now()
-    const result = await this.#sql.purge({
-      before: now - this.retention,
-      staleBefore: now - Math.max(this.retention, this.claimTimeout),
-    })
-    return affected(result, 'purge')
+    return affected(await this.#sql.purge({ now: this.#now?.() }), 'purge')
   }
 
   #maybePurge(): void {
@@ -382,63 +376,96 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
 
 interface Statements {
   readonly insert: Prepared<'id' | 'owner' | 'now'>
-  readonly read: Prepared<'id', Record<string, unknown>>
-  readonly takeOver: Prepared<'id' | 'owner' | 'now' | 'staleOwner' | 'staleBefore'>
-  readonly reclaim: Prepared<'id' | 'owner' | 'now' | 'expiredBefore'>
+  readonly read: Prepared<'id' | 'now', Record<string, unknown>>
+  readonly takeOver: Prepared<'id' | 'owner' | 'now' | 'staleOwner'>
+  readonly reclaim: Prepared<'id' | 'owner' | 'now'>
   readonly confirm: Prepared<'id' | 'owner' | 'now'>
   readonly release: Prepared<'id' | 'owner'>
-  readonly purge: Prepared<'before' | 'staleBefore'>
+  readonly purge: Prepared<'now'>
 }
 
-/** Every statement the store runs, compiled once for its table and dialect. */
+/**
+ * The database server's clock in epoch milliseconds, one instant per statement:
+ * `statement_timestamp()` is the statement's start even inside a transaction, and
+ * `UTC_TIMESTAMP()` ignores the session time zone (converting `NOW()` would be ambiguous in
+ * the hour a daylight-saving change repeats).
+ */
+const DATABASE_CLOCK: Readonly<Record<'postgres' | 'mysql', string>> = {
+  postgres: 'floor(extract(epoch from statement_timestamp()) * 1000)::bigint',
+  mysql: "(timestampdiff(microsecond, '1970-01-01', utc_timestamp(3)) div 1000)",
+}
+
+/** Every statement the store runs, compiled once for its table, dialect and durations. */
 function statements(
   executor: QueryExecutor,
   table: string,
   dialect: IdempotencyDialect,
-  { purgeBatchSize }: { readonly purgeBatchSize: number },
+  options: {
+    readonly purgeBatchSize: number
+    readonly retention: number
+    readonly claimTimeout: number
+    /** Whether the database's clock decides; else the `now` slot carries the store's. */
+    readonly databaseClock: boolean
+  },
 ): Statements {
   const t = sql.table(table)
   const yes = sql.raw(dialect === 'sqlite' ? '1' : 'true')
   const no = sql.raw(dialect === 'sqlite' ? '0' : 'false')
   const columns = sql`(id, owner, claimed_at, confirmed, confirmed_at)`
   const mysql = dialect === 'mysql'
+  const retention = sql.lit(options.retention)
+  const staleAfter = sql.lit(Math.max(options.retention, options.claimTimeout))
+  const claimTimeout = sql.lit(options.claimTimeout)
+  // Every timestamp a statement writes or compares comes from here.
+  const clock = (now: unknown): RawBuilder<unknown> =>
+    dialect !== 'sqlite' && options.databaseClock
+      ? sql.raw(DATABASE_CLOCK[dialect])
+      : dialect === 'postgres'
+        ? // Typed, or Postgres reads `$1 - 60000` as integer arithmetic and the value overflows.
+          sql`cast(${now} as bigint)`
+        : sql`${now}`
   return {
     insert: prepare(executor, ['id', 'owner', 'now'], ($) => {
-      const insert = sql`insert into ${t} ${columns} values (${$.id}, ${$.owner}, ${$.now}, ${no}, null)`
+      const insert = sql`insert into ${t} ${columns} values (${$.id}, ${$.owner}, ${clock($.now)}, ${no}, null)`
       return mysql ? insert : sql`${insert} on conflict (id) do nothing`
     }),
     read: prepare(
       executor,
-      ['id'],
-      ($) => sql`select owner, claimed_at, confirmed, confirmed_at from ${t} where id = ${$.id}`,
+      ['id', 'now'],
+      ($) =>
+        sql`select owner, claimed_at, confirmed, confirmed_at, ${clock($.now)} as now_ms from ${t} where id = ${$.id}`,
     ),
+    // Only the racer whose update still finds the claim stale (and its owner unchanged) wins.
     takeOver: prepare(
       executor,
-      ['id', 'owner', 'now', 'staleOwner', 'staleBefore'],
+      ['id', 'owner', 'now', 'staleOwner'],
       ($) =>
-        sql`update ${t} set owner = ${$.owner}, claimed_at = ${$.now} where id = ${$.id} and owner = ${$.staleOwner} and confirmed = ${no} and claimed_at < ${$.staleBefore}`,
+        sql`update ${t} set owner = ${$.owner}, claimed_at = ${clock($.now)} where id = ${$.id} and owner = ${$.staleOwner} and confirmed = ${no} and claimed_at < ${clock($.now)} - ${claimTimeout}`,
     ),
+    // A confirmation past the retention counts as absent: the id is claimed again.
     reclaim: prepare(
       executor,
-      ['id', 'owner', 'now', 'expiredBefore'],
+      ['id', 'owner', 'now'],
       ($) =>
-        sql`update ${t} set owner = ${$.owner}, claimed_at = ${$.now}, confirmed = ${no}, confirmed_at = null where id = ${$.id} and confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${$.expiredBefore}`,
+        sql`update ${t} set owner = ${$.owner}, claimed_at = ${clock($.now)}, confirmed = ${no}, confirmed_at = null where id = ${$.id} and confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${clock($.now)} - ${retention}`,
     ),
     confirm: prepare(executor, ['id', 'owner', 'now'], ($) => {
-      const values = sql`values (${$.id}, ${$.owner}, ${$.now}, ${yes}, ${$.now})`
+      const values = sql`values (${$.id}, ${$.owner}, ${clock($.now)}, ${yes}, ${clock($.now)})`
       return mysql
-        ? sql`insert into ${t} ${columns} ${values} on duplicate key update confirmed = ${yes}, confirmed_at = ${$.now}`
-        : sql`insert into ${t} ${columns} ${values} on conflict (id) do update set confirmed = ${yes}, confirmed_at = ${$.now}`
+        ? sql`insert into ${t} ${columns} ${values} on duplicate key update confirmed = ${yes}, confirmed_at = ${clock($.now)}`
+        : sql`insert into ${t} ${columns} ${values} on conflict (id) do update set confirmed = ${yes}, confirmed_at = ${clock($.now)}`
     }),
     release: prepare(
       executor,
       ['id', 'owner'],
       ($) => sql`delete from ${t} where id = ${$.id} and owner = ${$.owner} and confirmed = ${no}`,
     ),
-    purge: prepare(executor, ['before', 'staleBefore'], ($) => {
+    purge: prepare(executor, ['now'], ($) => {
+      const before = sql`${clock($.now)} - ${retention}`
+      const staleBefore = sql`${clock($.now)} - ${staleAfter}`
       // claimed_at bounds both branches, so the claimed_at index finds the candidates.
-      const expired = sql`claimed_at < ${$.before} and ((confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${$.before}) or (confirmed = ${no} and claimed_at < ${$.staleBefore}))`
-      const limit = sql.lit(purgeBatchSize)
+      const expired = sql`claimed_at < ${before} and ((confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${before}) or (confirmed = ${no} and claimed_at < ${staleBefore}))`
+      const limit = sql.lit(options.purgeBatchSize)
       return mysql
         ? sql`delete from ${t} where ${expired} limit ${limit}`
         : // The outer condition is checked again on rows a concurrent claim just changed.

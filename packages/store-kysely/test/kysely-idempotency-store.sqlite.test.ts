@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Migrator, sql, type Kysely } from 'kysely'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { idempotencyStoreConformance } from '../../../test-support/idempotency-conformance.js'
 import {
   createTableSql,
@@ -94,6 +94,20 @@ describe('KyselyIdempotencyStore on SQLite', () => {
     await expect(new KyselyIdempotencyStore(db, { table: 'seen' }).tryClaim('m-2')).rejects.toThrow(
       /no such table/,
     )
+  })
+
+  it("judges leases by the process's clock when no now option is given: SQLite has no server clock", async () => {
+    await idempotencyMigration().up(db)
+    vi.useFakeTimers({ toFake: ['Date'] })
+    try {
+      const a = new KyselyIdempotencyStore(db, { claimTimeout: '1m' })
+      const b = new KyselyIdempotencyStore(db, { claimTimeout: '1m' })
+      expect(await a.tryClaim('m-1')).toBe('claimed')
+      vi.setSystemTime(Date.now() + 60_001)
+      expect(await b.tryClaim('m-1')).toBe('claimed')
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('rejects a claim that a trigger refuses, instead of calling it taken', async () => {

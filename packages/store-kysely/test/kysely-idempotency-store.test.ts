@@ -81,7 +81,15 @@ describe('KyselyIdempotencyStore', () => {
       if (q.sql.startsWith('insert')) return { rows: [], numAffectedRows: 0n }
       if (q.sql.startsWith('select')) {
         return {
-          rows: [{ owner: 'crashed', claimed_at: '1', confirmed: false, confirmed_at: null }],
+          rows: [
+            {
+              owner: 'crashed',
+              claimed_at: '1',
+              confirmed: false,
+              confirmed_at: null,
+              now_ms: String(NOW),
+            },
+          ],
         }
       }
       return { rows: [] }
@@ -100,7 +108,11 @@ describe('KyselyIdempotencyStore', () => {
           code: 'ER_DUP_ENTRY',
         })
       }
-      return { rows: [{ owner: 'x', claimed_at: NOW - 5, confirmed: 1, confirmed_at: NOW - 1 }] }
+      return {
+        rows: [
+          { owner: 'x', claimed_at: NOW - 5, confirmed: 1, confirmed_at: NOW - 1, now_ms: NOW },
+        ],
+      }
     }, seen)
     const store = new KyselyIdempotencyStore(db, options)
     expect(store.dialect).toBe('mysql')
@@ -131,9 +143,42 @@ describe('KyselyIdempotencyStore', () => {
     expect(await store.purgeExpired()).toBe(1)
     expect(seen[0]).toContain('on duplicate key update confirmed = true, confirmed_at = ?')
     expect(seen[1]).toMatch(
-      /^delete from `acemq_idempotency` where claimed_at < \? and .* limit 250$/,
+      /^delete from `acemq_idempotency` where claimed_at < \? - 86400000 and .* limit 250$/,
     )
   })
+
+  it.each([
+    ['Postgres', postgresScript, 'floor(extract(epoch from statement_timestamp()) * 1000)::bigint'],
+    ['MySQL', mysqlScript, "(timestampdiff(microsecond, '1970-01-01', utc_timestamp(3)) div 1000)"],
+  ])(
+    "on %s without a now option, reads every timestamp from the database's clock and sends none",
+    async (_, script, clock) => {
+      const queries: CompiledQuery[] = []
+      const db = script((q) => {
+        queries.push(q)
+        if (q.sql.startsWith('select')) {
+          return {
+            rows: [{ owner: 'x', claimed_at: 1, confirmed: 0, confirmed_at: null, now_ms: 1 }],
+          }
+        }
+        if (q.sql.startsWith('insert') && !q.sql.includes('update')) {
+          return { rows: [], numAffectedRows: 0n }
+        }
+        return { rows: [], numAffectedRows: 1n }
+      })
+      const store = new KyselyIdempotencyStore(db, { purgeEvery: 0, retention: 1_000 })
+      expect(await store.tryClaim('m-1')).toBe('in_progress')
+      await store.isConfirmed('m-1')
+      await store.confirm('m-1')
+      await store.purgeExpired()
+      expect(queries).toHaveLength(5)
+      for (const query of queries) {
+        expect(query.sql).toContain(clock)
+        expect(query.parameters.every((p) => typeof p === 'string')).toBe(true)
+      }
+      expect(queries.at(-1)?.sql).toContain(`claimed_at < ${clock} - 1000`)
+    },
+  )
 
   it('refuses an adapter it cannot write SQL for, and accepts an explicit dialect', () => {
     const mssql = scripted(

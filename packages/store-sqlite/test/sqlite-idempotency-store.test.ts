@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { idempotencyStoreConformance } from '../../../test-support/idempotency-conformance.js'
 import { SqliteIdempotencyStore, type SqliteIdempotencyStoreOptions } from '../src/index.js'
 
@@ -173,6 +173,20 @@ describe('SqliteIdempotencyStore', () => {
     await store.close()
     await store.close()
     await expect(store.tryClaim('m-2')).rejects.toMatchObject({ code: 'ACEMQ_CLOSED' })
+  })
+
+  it("judges leases by the process's clock when no now option is given", async () => {
+    db.exec(SqliteIdempotencyStore.createTableSql())
+    vi.useFakeTimers({ toFake: ['Date'] })
+    try {
+      const a = new SqliteIdempotencyStore(db, { claimTimeout: '1m' })
+      const b = new SqliteIdempotencyStore(db, { claimTimeout: '1m' })
+      expect(await a.tryClaim('m-1')).toBe('claimed')
+      vi.setSystemTime(Date.now() + 60_001)
+      expect(await b.tryClaim('m-1')).toBe('claimed')
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('leaves a database it was given open when closed', async () => {

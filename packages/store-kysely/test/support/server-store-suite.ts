@@ -1,5 +1,5 @@
 import { Migrator, sql, type Kysely } from 'kysely'
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import { idempotencyStoreConformance } from '../../../../test-support/idempotency-conformance.js'
 import {
   idempotencyMigration,
@@ -241,6 +241,82 @@ function serverSuite(server: ServerDatabase, more: (t: ServerTable) => void): vo
         await s.tryClaim('new-5')
         await s.close()
         expect(await t.count()).toBe(251 + 5 - 10)
+      })
+    })
+
+    describe("on the database's clock (no now option)", () => {
+      const HOUR = 3_600_000
+      const DAY = 24 * HOUR
+      // Another host's store on the same table: the clock it would read is the process's Date.
+      const host = (options: KyselyIdempotencyStoreOptions = {}): KyselyIdempotencyStore =>
+        new KyselyIdempotencyStore(t.db, { table: t.table, purgeEvery: 0, ...options })
+      let real: number
+
+      beforeEach(() => {
+        real = Date.now()
+        vi.useFakeTimers({ toFake: ['Date'] })
+      })
+
+      afterEach(() => {
+        vi.useRealTimers()
+      })
+
+      it("does not take over a live claim from a host whose clock is behind, however far ahead this host's clock is", async () => {
+        vi.setSystemTime(real - HOUR)
+        expect(await host({ claimTimeout: '1m' }).tryClaim('m-1')).toBe('claimed')
+        vi.setSystemTime(real + HOUR)
+        expect(await host({ claimTimeout: '1m' }).tryClaim('m-1')).toBe('in_progress')
+      })
+
+      it('keeps a confirmed id a duplicate for the retention, though the confirming host was days behind', async () => {
+        vi.setSystemTime(real - 2 * DAY)
+        const behind = host({ retention: '1d' })
+        await behind.tryClaim('m-1')
+        await behind.confirm('m-1')
+        vi.setSystemTime(real)
+        const other = host({ retention: '1d' })
+        expect(await other.isConfirmed('m-1')).toBe(true)
+        expect(await other.tryClaim('m-1')).toBe('duplicate')
+      })
+
+      it('purges nothing live when the purging host is days ahead', async () => {
+        const s = host({ retention: '1d' })
+        await s.tryClaim('confirmed')
+        await s.confirm('confirmed')
+        await s.tryClaim('live')
+        vi.setSystemTime(real + 2 * DAY)
+        expect(await host({ retention: '1d' }).purgeExpired()).toBe(0)
+        expect(await t.count()).toBe(2)
+      })
+
+      it('writes claimed_at and confirmed_at from the database clock', async () => {
+        vi.setSystemTime(real - DAY)
+        const s = host()
+        await s.tryClaim('m-1')
+        await s.confirm('m-1')
+        vi.useRealTimers()
+        const { rows } = await sql<{
+          claimed_at: string | number
+          confirmed_at: string | number
+        }>`select claimed_at, confirmed_at from ${sql.table(t.table)}`.execute(t.db)
+        for (const at of [rows[0]?.claimed_at, rows[0]?.confirmed_at]) {
+          expect(Math.abs(Number(at) - Date.now())).toBeLessThan(60_000)
+        }
+      })
+
+      it('takes over a claim once it is older than the claim timeout, and forgets a confirmed id after the retention', async () => {
+        vi.useRealTimers()
+        const a = host({ claimTimeout: 200, retention: 200 })
+        const b = host({ claimTimeout: 200, retention: 200 })
+        await a.tryClaim('m-1')
+        expect(await b.tryClaim('m-1')).toBe('in_progress')
+        await a.tryClaim('m-2')
+        await a.confirm('m-2')
+        expect(await b.tryClaim('m-2')).toBe('duplicate')
+        await new Promise((resolve) => setTimeout(resolve, 400))
+        expect(await b.tryClaim('m-1')).toBe('claimed')
+        expect(await b.isConfirmed('m-2')).toBe(false)
+        expect(await b.tryClaim('m-2')).toBe('claimed')
       })
     })
 

@@ -12,6 +12,7 @@ import {
   type Envelope,
   type Headers,
   type Message,
+  type AceMqOptions,
   type Transport,
 } from '@acemq/core'
 import { uniqueName } from './services.js'
@@ -58,10 +59,11 @@ export interface ScenarioConnection<T extends Transport = Transport> {
 export async function openScenario<T extends Transport = Transport>(
   target: ScenarioTarget,
   wrap: (inner: Transport) => T = (inner) => inner as T,
+  options: AceMqOptions = {},
 ): Promise<ScenarioConnection<T>> {
   const inner = target.createTransport()
   const transport = wrap(inner)
-  const mq = await AceMq.connect(transport)
+  const mq = await AceMq.connect(transport, options)
   return { transport, mq, probe: await target.probe(inner) }
 }
 

@@ -89,14 +89,14 @@ export interface Delivery {
    * does not know survives the copy. A transport that keeps no widths may leave it out; the
    * engine then uses {@link Delivery.headers}.
    */
-  readonly wireHeaders?: Headers
+  readonly wireHeaders?: Headers | undefined
   /**
    * Whether a settlement can still be written: `false` once the channel the delivery came on
    * has closed (the broker puts it back and redelivers it) or once it has been settled. The
    * engine never starts a handler for a delivery that is no longer settleable. Left out, it
    * counts as `true`.
    */
-  readonly settleable?: boolean
+  readonly settleable?: boolean | undefined
   ack(): boolean
   nack(requeue: boolean): boolean
 }

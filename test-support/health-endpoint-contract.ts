@@ -164,6 +164,68 @@ export function healthEndpointContract(name: string, fixture: HealthEndpointFixt
       expect(body.components['connection']?.['status']).toBe('UP')
     })
 
+    it('never shows a password a contributor puts in its error or its details', async () => {
+      live.mq.registerHealth({
+        name: 'orders-db',
+        report: () => {
+          throw new Error('connect ECONNREFUSED postgres://app:s3cret@db/x')
+        },
+      })
+      live.mq.registerHealth({
+        name: 'cache',
+        report: () => ({
+          name: 'cache',
+          status: 'UP',
+          details: {
+            dsn: 'host=cache user=app password=hunter2 dbname=x',
+            url: 'redis://default:t0ps3cret@cache:6379/0',
+          },
+        }),
+      })
+      const url = await start()
+      const response = await fetch(`${url}/acemq-health`)
+      const text = await response.text()
+      expect(response.status).toBe(503)
+      const body = JSON.parse(text) as HealthBody
+      expect(body.components['orders-db']).toEqual({
+        status: 'DOWN',
+        error: 'connect ECONNREFUSED postgres://app:***@db/x',
+      })
+      expect(body.components['cache']).toEqual({
+        status: 'UP',
+        dsn: 'host=cache user=app password=*** dbname=x',
+        url: 'redis://default:***@cache:6379/0',
+      })
+      for (const secret of ['s3cret', 'hunter2', 't0ps3cret']) expect(text).not.toContain(secret)
+    })
+
+    it('writes status first: in the body, in every component and when health() fails', async () => {
+      live.mq.registerHealth({
+        name: 'zeta',
+        report: () => ({ name: 'zeta', status: 'DEGRADED', details: { b: '1', a: '2' } }),
+      })
+      live.mq.registerHealth({
+        name: 'broken',
+        report: () => {
+          throw new Error('no')
+        },
+      })
+      const url = await start()
+      const text = await (await fetch(`${url}/acemq-health`)).text()
+      const body = JSON.parse(text) as HealthBody
+      expect(Object.keys(body)).toStrictEqual(['status', 'inFlight', 'components'])
+      expect(Object.keys(body.components)).toStrictEqual(['connection', 'zeta', 'broken'])
+      for (const component of Object.values(body.components)) {
+        expect(Object.keys(component)[0]).toBe('status')
+      }
+      expect(Object.keys(body.components['zeta'] ?? {})).toStrictEqual(['status', 'b', 'a'])
+
+      await live.server?.close()
+      const failing = await start({ health: () => Promise.reject(new Error('down')) })
+      const failed = JSON.parse(await (await fetch(`${failing}/acemq-health`)).text()) as object
+      expect(Object.keys(failed)).toStrictEqual(['status', 'error'])
+    })
+
     it('shows paused consuming and publishing', async () => {
       const url = await start()
       live.mq.pauseConsuming()

@@ -82,6 +82,10 @@ export function httpStatusOf(status: HealthStatus): 200 | 503 {
 /**
  * Renders a health result as the JSON every AceMQ endpoint serves:
  * `{"status":"UP","inFlight":0,"components":{"connection":{"status":"UP","open":"true",...}}}`.
+ * `status` comes first, in the body and in each component (a detail called `status` never
+ * replaces the component's), then the details in their order. Every detail value goes through
+ * {@link redactCredentials}, and a detail named like a secret (`password`, `apiKey`,
+ * `db_token`, ...) shows `***`: a contributor's error message may carry a connection URL.
  *
  * @example
  * ```ts
@@ -91,9 +95,24 @@ export function httpStatusOf(status: HealthStatus): 200 | 503 {
 export function toHealthJson(result: HealthResult): HealthJson {
   const components: Record<string, { status: HealthStatus } & Record<string, string>> = {}
   for (const report of result.reports) {
-    components[report.name] = { ...report.details, status: report.status }
+    const component: { status: HealthStatus } & Record<string, string> = { status: report.status }
+    for (const [key, value] of Object.entries(report.details)) {
+      if (key === 'status') continue
+      own(component, key, SECRET_NAME.test(key) ? REDACTED : redactCredentials(String(value)))
+    }
+    own(components, report.name, component)
   }
   return { status: result.status, inFlight: result.inFlight, components }
+}
+
+// A plain assignment of `__proto__` would set the prototype instead of adding the key.
+function own(target: object, key: string, value: unknown): void {
+  Object.defineProperty(target, key, {
+    value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  })
 }
 
 /** The body served when `health()` itself fails. */
@@ -109,20 +128,45 @@ export interface HealthAnswer {
   readonly error?: unknown
 }
 
-// `scheme://user:password@` anywhere in a text: the password is replaced, as transports'
-// descriptions do, in case an error message carries a connection URL.
-const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:)[^\s@/?#]*@/gi
+const REDACTED = '***'
+
+// `scheme://user:password@` anywhere in a text: the password goes, up to the last `@` before the
+// host (a password may hold an unescaped `@`), as the transports' descriptions do.
+const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:)[^\s/?#]*@/gi
+
+// A key that names a secret, with any prefix or suffix: `password`, `DB_PASSWORD`, `Pwd`,
+// `secret_key`, `access_token`, `api-key`, `apiKey`.
+// Bounded, so a long run of word characters costs linear time.
+const SECRET_WORD = String.raw`[\w.-]{0,64}?(?:password|passwd|pwd|secret|token|api[_-]?key)[\w-]{0,64}`
+const SECRET_NAME = new RegExp(`^${SECRET_WORD}$`, 'i')
+// `key=value` (connection strings, query strings): the value runs to a space or a separator,
+// or is quoted.
+const SECRET_ASSIGNMENT = new RegExp(
+  String.raw`\b(${SECRET_WORD})(\s*=\s*)(?:'[^']*'|"[^"]*"|[^\s&;,'"]+)`,
+  'gi',
+)
+// `"key": "value"` (JSON in a message).
+const SECRET_JSON_FIELD = new RegExp(String.raw`("${SECRET_WORD}"\s*:\s*)"(?:[^"\\]|\\.)*"`, 'gi')
 
 /**
- * `text` with the password of every URL in it replaced by `***`.
+ * `text` with its credentials replaced by `***`: the password of every URL in it
+ * (`amqp://app:***@mq`), and the value of every secret-looking `key=value` (`password=***`,
+ * `Pwd=***;`, `api_key=***&`) or JSON field (`"token":"***"`). The health endpoints pass every
+ * detail value and error message through it, because a contributor's error often quotes the
+ * connection string it failed with.
  *
  * @example
  * ```ts
- * redactCredentials('cannot reach amqp://app:s3cret@mq:5672') // 'cannot reach amqp://app:***@mq:5672'
+ * redactCredentials('connect ECONNREFUSED postgres://app:s3cret@db/x')
+ * // 'connect ECONNREFUSED postgres://app:***@db/x'
+ * redactCredentials('host=db user=app password=hunter2') // 'host=db user=app password=***'
  * ```
  */
 export function redactCredentials(text: string): string {
-  return text.replace(URL_CREDENTIALS, '$1***@')
+  return text
+    .replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+    .replace(SECRET_ASSIGNMENT, `$1$2${REDACTED}`)
+    .replace(SECRET_JSON_FIELD, `$1"${REDACTED}"`)
 }
 
 /**

@@ -908,6 +908,7 @@ export class ConsumerEngine<T> implements Consumer {
   ): Promise<'moved' | 'released'> {
     const { delivery } = task
     let failure = firstFailure
+    let triedRedeclared = false
     this.#failingMoves.set(target, (this.#failingMoves.get(target) ?? 0) + 1)
     try {
       for (let attempt = 1; ; attempt++) {
@@ -916,18 +917,27 @@ export class ConsumerEngine<T> implements Consumer {
           failure,
           `could not move message ${envelope.id} to '${target}' (try ${attempt}); it is held and tried again`,
         )
+        let redeclared = false
         if (failure instanceof UnroutableError) {
           if (target.startsWith(`${this.queue}.retry.`)) {
             this.#host.instrumentation?.rungMissing?.(this.queue, target)
           }
-          // The destination is gone (someone deleted it): declare it again.
-          await this.#host.transport
+          // The destination is gone (someone deleted it): declare it again, and if that
+          // worked, try at once rather than after the backoff.
+          redeclared = await this.#host.transport
             .declare(consumerDeclarations(this.queue, this.#options.retryPolicy))
-            .catch((declareError: unknown) =>
-              this.#host.reportError(declareError, `could not declare '${target}' again`),
+            .then(
+              () => true,
+              (declareError: unknown) => {
+                this.#host.reportError(declareError, `could not declare '${target}' again`)
+                return false
+              },
             )
         }
-        if (!(await this.#wait(task, moveBackoff(attempt), false))) {
+        // Once only: a destination that is declared but still does not route must not spin.
+        const backoff = redeclared && !triedRedeclared ? 0 : moveBackoff(attempt)
+        triedRedeclared ||= redeclared
+        if (!(await this.#wait(task, backoff, false))) {
           // Closing (or the channel is gone, and the broker has the message back already).
           if (!task.abandoned) delivery.nack(true)
           return 'released'

@@ -1,6 +1,6 @@
 import { DEFAULT_DRAIN_TIMEOUT } from '../constants.js'
 import { toMillis, type Duration } from '../duration.js'
-import { ConfigurationError } from '../errors.js'
+import { ConfigurationError, describeError } from '../errors.js'
 
 /** What {@link shutdownOnSignals} needs of a connection: an `AceMq` has it. */
 export interface Drainable {
@@ -19,7 +19,11 @@ export interface ShutdownOptions {
    * of time or the close failed (default true). With false, only `done` reports.
    */
   readonly exit?: boolean
-  /** Told how it went, before the process exits. */
+  /**
+   * Told how it went, before the process exits. If it throws, the error is printed as a
+   * process warning (`AceMqWarning`) and changes nothing else: `done` still resolves and the
+   * exit code is still decided by the drain and the close.
+   */
   readonly onShutdown?: (result: ShutdownResult) => void
 }
 
@@ -49,6 +53,9 @@ export interface ShutdownHandle {
  * For services without a framework lifecycle: on SIGTERM or SIGINT, stop taking messages,
  * drain running handlers for up to `timeout`, close the connection, and exit (0 when
  * everything finished). A second signal while draining closes at once without draining.
+ * Never rejects and never leaves an unhandled rejection, even with `exit: false` and an
+ * `onShutdown` that throws. Any number of handles (one per connection, say) share one process
+ * listener per signal, so they never print `MaxListenersExceededWarning`.
  *
  * @example
  * ```ts
@@ -89,10 +96,17 @@ export function shutdownOnSignals(mq: Drainable, options: ShutdownOptions = {}):
     void shutDown(signal)
   }
 
+  // Never rejects: with `exit: false` nothing else would catch it.
   async function shutDown(signal: NodeJS.Signals): Promise<void> {
     const startedAt = Date.now()
-    // An aborted drain (a second signal) counts as not drained.
-    const drained = await mq.drainConsumers(timeoutMs, abortDrain.signal).catch(() => false)
+    // An aborted drain (a second signal) counts as not drained; so does a drain that throws,
+    // even before returning a promise.
+    const drained = await Promise.resolve()
+      .then(() => mq.drainConsumers(timeoutMs, abortDrain.signal))
+      .then(
+        (finished) => finished === true,
+        () => false,
+      )
     let closed = true
     let error: unknown
     try {
@@ -111,21 +125,55 @@ export function shutdownOnSignals(mq: Drainable, options: ShutdownOptions = {}):
     dispose()
     try {
       options.onShutdown?.(result)
-    } finally {
-      resolveDone(result)
-      if (exit) process.exit(drained && closed ? 0 : 1)
+    } catch (failure) {
+      process.emitWarning(`shutdownOnSignals: onShutdown threw: ${describeError(failure)}`, {
+        type: 'AceMqWarning',
+        code: 'ACEMQ_ON_SHUTDOWN_THREW',
+      })
     }
+    resolveDone(result)
+    // On the next tick, after the warning above (emitted on a tick of its own) is printed.
+    if (exit) process.nextTick(() => process.exit(drained && closed ? 0 : 1))
   }
 
-  const listeners = signals.map((signal) => {
-    const listener = (): void => onSignal(signal)
-    process.on(signal, listener)
-    return [signal, listener] as const
-  })
+  // Each signal once: listed twice, one signal would count as the second that cuts the drain.
+  const watched = [...new Set(signals)].map((signal) => watchSignal(signal, onSignal))
 
   function dispose(): void {
-    for (const [signal, listener] of listeners) process.off(signal, listener)
+    for (const unwatch of watched) unwatch()
   }
 
   return { done, dispose }
+}
+
+type SignalHandler = (signal: NodeJS.Signals) => void
+
+// One process listener per signal, whatever the number of handles: eleven connections each
+// calling shutdownOnSignals would otherwise print MaxListenersExceededWarning.
+const signalHandlers = new Map<
+  NodeJS.Signals,
+  { readonly listener: () => void; readonly handlers: Set<SignalHandler> }
+>()
+
+function watchSignal(signal: NodeJS.Signals, handler: SignalHandler): () => void {
+  let entry = signalHandlers.get(signal)
+  if (entry === undefined) {
+    const handlers = new Set<SignalHandler>()
+    const listener = (): void => {
+      for (const each of [...handlers]) each(signal)
+    }
+    entry = { listener, handlers }
+    signalHandlers.set(signal, entry)
+    process.on(signal, listener)
+  }
+  const { handlers, listener } = entry
+  // A wrapper of its own, so one function registered twice is removed once per dispose.
+  const registered: SignalHandler = (received) => handler(received)
+  handlers.add(registered)
+  return () => {
+    if (!handlers.delete(registered) || handlers.size > 0) return
+    signalHandlers.delete(signal)
+    // Node's default handling (exit on SIGTERM and SIGINT) comes back with the last listener.
+    process.off(signal, listener)
+  }
 }

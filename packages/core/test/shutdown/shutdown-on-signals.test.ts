@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import {
   AceMq,
@@ -9,6 +12,32 @@ import {
 } from '../../src/index.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Collects the process warnings and unhandled rejections raised while `run` runs (and a tick after). */
+async function watchProcess(
+  run: () => Promise<void>,
+): Promise<{ warnings: Error[]; unhandled: unknown[] }> {
+  const warnings: Error[] = []
+  const unhandled: unknown[] = []
+  const onWarning = (warning: Error): void => {
+    warnings.push(warning)
+  }
+  const onUnhandled = (reason: unknown): void => {
+    unhandled.push(reason)
+  }
+  process.on('warning', onWarning)
+  process.on('unhandledRejection', onUnhandled)
+  try {
+    await run()
+    // Warnings are emitted on the next tick, unhandled rejections after the microtasks.
+    await new Promise((resolve) => setImmediate(resolve))
+    await sleep(10)
+  } finally {
+    process.off('warning', onWarning)
+    process.off('unhandledRejection', onUnhandled)
+  }
+  return { warnings, unhandled }
+}
 
 describe('shutdownOnSignals', () => {
   it('drains running handlers on SIGTERM, closes, and reports that it finished', async () => {
@@ -54,6 +83,133 @@ describe('shutdownOnSignals', () => {
     handle.dispose()
     expect(process.listenerCount('SIGUSR2')).toBe(before)
     await mq.close()
+  })
+
+  it('with exit: false, an onShutdown that throws leaves no unhandled rejection and is reported as a warning', async () => {
+    const mq = await AceMq.connect(new InMemoryTransport())
+    let result: unknown
+    const { warnings, unhandled } = await watchProcess(async () => {
+      const handle = shutdownOnSignals(mq, {
+        signals: ['SIGUSR2'],
+        exit: false,
+        onShutdown: () => {
+          throw new Error('the logger is gone')
+        },
+      })
+      process.emit('SIGUSR2', 'SIGUSR2')
+      result = await handle.done
+    })
+    expect(unhandled).toStrictEqual([])
+    expect(result).toMatchObject({ signal: 'SIGUSR2', drained: true, closed: true })
+    const reported = warnings.find((warning) => warning.name === 'AceMqWarning')
+    expect(reported?.message).toBe('shutdownOnSignals: onShutdown threw: the logger is gone')
+    expect(mq.transport.state.closed).toBe(true)
+    expect(process.listenerCount('SIGUSR2')).toBe(0)
+  })
+
+  it('with exit: true, an onShutdown that throws is printed as a warning and the process still exits 0', async () => {
+    const script = path.join(
+      path.dirname(fileURLToPath(import.meta.url)),
+      'support',
+      'exit-on-signal.ts',
+    )
+    const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'pipe' })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+      if (stdout.includes('ready')) child.kill('SIGTERM')
+    })
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL')
+        resolve(null)
+      }, 20_000)
+      child.on('exit', (exitCode) => {
+        clearTimeout(timer)
+        resolve(exitCode)
+      })
+    })
+    expect(code, stderr).toBe(0)
+    expect(stderr).toContain(
+      'AceMqWarning: shutdownOnSignals: onShutdown threw: the logger is gone',
+    )
+  })
+
+  it('with exit: false, a drain that throws at once still closes, resolves done and rejects nothing', async () => {
+    const mq = await AceMq.connect(new InMemoryTransport())
+    const drainable = {
+      drainConsumers: (): Promise<boolean> => {
+        throw new Error('not a promise')
+      },
+      close: (options?: { readonly drainTimeout?: number | `${number}ms` }) => mq.close(options),
+    }
+    let result: unknown
+    const { unhandled } = await watchProcess(async () => {
+      const handle = shutdownOnSignals(drainable, { signals: ['SIGUSR2'], exit: false })
+      process.emit('SIGUSR2', 'SIGUSR2')
+      result = await handle.done
+    })
+    expect(unhandled).toStrictEqual([])
+    expect(result).toMatchObject({ drained: false, closed: true })
+    expect(mq.transport.state.closed).toBe(true)
+  })
+
+  it('twenty connections waiting on one signal share one listener: no MaxListenersExceededWarning', async () => {
+    const connections = await Promise.all(
+      Array.from({ length: 20 }, () => AceMq.connect(new InMemoryTransport())),
+    )
+    const before = process.listenerCount('SIGUSR2')
+    let results: unknown[] = []
+    const { warnings } = await watchProcess(async () => {
+      const handles = connections.map((mq) =>
+        shutdownOnSignals(mq, { signals: ['SIGUSR2'], exit: false }),
+      )
+      expect(process.listenerCount('SIGUSR2')).toBe(before + 1)
+      process.emit('SIGUSR2', 'SIGUSR2')
+      results = await Promise.all(handles.map((handle) => handle.done))
+    })
+    expect(warnings.map((warning) => warning.name)).not.toContain('MaxListenersExceededWarning')
+    expect(results).toHaveLength(20)
+    for (const result of results) expect(result).toMatchObject({ drained: true, closed: true })
+    for (const mq of connections) expect(mq.transport.state.closed).toBe(true)
+    expect(process.listenerCount('SIGUSR2')).toBe(before)
+  })
+
+  it('disposing one of several handles leaves the others handling the signal', async () => {
+    const [first, second] = await Promise.all([
+      AceMq.connect(new InMemoryTransport()),
+      AceMq.connect(new InMemoryTransport()),
+    ])
+    if (first === undefined || second === undefined) throw new Error('no connections')
+    const disposed = shutdownOnSignals(first, { signals: ['SIGUSR2'], exit: false })
+    const kept = shutdownOnSignals(second, { signals: ['SIGUSR2'], exit: false })
+    disposed.dispose()
+    expect(process.listenerCount('SIGUSR2')).toBe(1)
+    process.emit('SIGUSR2', 'SIGUSR2')
+    await kept.done
+    expect(second.transport.state.closed).toBe(true)
+    expect(first.transport.state.closed).toBe(false)
+    expect(process.listenerCount('SIGUSR2')).toBe(0)
+    await first.close()
+  })
+
+  it('a second signal while draining cuts the drain short: not drained, still closed', async () => {
+    const mq = await AceMq.connect(new InMemoryTransport())
+    await mq.applyTopology(Topology.define().queue('stuck'))
+    await mq.consume('stuck', ConsumerOptions.defaults(), async (_m, { signal }) => {
+      await new Promise((resolve) => signal.addEventListener('abort', resolve))
+    })
+    await mq.publisher('', 'stuck').send({})
+    while (mq.inFlight === 0) await sleep(5)
+    const handle = shutdownOnSignals(mq, { signals: ['SIGUSR2'], timeout: '1h', exit: false })
+    process.emit('SIGUSR2', 'SIGUSR2')
+    await sleep(20)
+    process.emit('SIGUSR2', 'SIGUSR2')
+    const result = await handle.done
+    expect(result).toMatchObject({ drained: false, closed: true })
+    expect(result.durationMs).toBeLessThan(10_000)
   })
 
   it('refuses bad options', async () => {

@@ -78,8 +78,8 @@ export async function expectHeadAnswers(url: string, mq: AceMq): Promise<void> {
 
 /**
  * What every health adapter (Express, Fastify, ...) must answer, mounted at its default
- * path on an in-memory connection: the status codes and bodies of SPEC §8, HEAD, a custom
- * path, and a health() that fails.
+ * path on an in-memory connection: 503 only for DOWN, the JSON of `toHealthJson` with `status`
+ * first and no credentials, HEAD, a custom path, and a health() that fails.
  */
 export function healthEndpointContract(name: string, fixture: HealthEndpointFixture): void {
   describe(`${name}: the health endpoint contract`, () => {

@@ -43,9 +43,9 @@ function policyFromHow(how: string): RetryPolicy {
  * The fixture's policy with every number the fixture states applied explicitly.
  *
  * The age limit is applied with `.giveUpAfter(maxMessageAgeMillis)` on purpose: the Java
- * generator has a 365-day default age limit (31 536 000 000 ms), which LESSONS.md lists as a
- * bug ("a hidden 365-day age limit made one library dead-letter what the others retried").
- * Our default is never (SPEC §4), so the fixture's limit has to be asked for to reproduce its
+ * generator has a 365-day default age limit (31 536 000 000 ms), a known bug of that library
+ * ("a hidden 365-day age limit made one library dead-letter what the others retried").
+ * Our default is never (`giveUpAfter` is off unless set), so the fixture's limit has to be asked for to reproduce its
  * decisions.
  */
 function fixturePolicy(fixture: RetryScheduleCase): RetryPolicy {

@@ -21,6 +21,24 @@ describe('redactUrl', () => {
     expect(redactUrl('amqp://app:se:cret@rabbit')).toBe('amqp://app:***@rabbit')
   })
 
+  it('hides a password holding an unescaped ?, /, #, @ or % (the query and fragment may start inside it)', () => {
+    for (const password of ['pa?ss', 'pa/ss', 'pa#ss', 'p@ss', '100%', 'a?b/c#d@e%f', 'x?y=1&z']) {
+      const url = `amqp://app:${password}@rabbit:5672/orders?heartbeat=5`
+      const shown = redactUrl(url)
+      expect(shown, password).toBe('amqp://app:***@rabbit:5672/orders?heartbeat=5')
+    }
+    expect(redactUrl('amqps://app:pa?ss@rabbit')).toBe('amqps://app:***@rabbit')
+    expect(redactUrl('amqp://app:pa#ss@rabbit/v#frag')).toBe('amqp://app:***@rabbit/v#frag')
+  })
+
+  it('hides a percent-encoded password', () => {
+    for (const password of ['pa%3Fss', 'pa%2Fss', 'pa%23ss', 'p%40ss', '100%25']) {
+      expect(redactUrl(`amqp://app:${password}@rabbit/orders`), password).toBe(
+        'amqp://app:***@rabbit/orders',
+      )
+    }
+  })
+
   it('leaves text that is not a URL alone', () => {
     expect(redactUrl('not a url')).toBe('not a url')
     expect(redactUrl('')).toBe('')

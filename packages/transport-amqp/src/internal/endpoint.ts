@@ -1,6 +1,6 @@
 import type { Options, SocketOptions } from 'amqplib'
 import { ConfigurationError } from '@acemq/core'
-import { redactUrl } from '../redact-url.js'
+import { passwordSpan, redactUrl } from '../redact-url.js'
 import type { AmqpConnectTarget } from '../amqp-transport-options.js'
 
 /** Which of the transport's two connections. */
@@ -65,11 +65,21 @@ export function resolveEndpoint(target: AmqpConnectTarget, settings: EndpointSet
 
   if (typeof target === 'string') {
     description = redactUrl(target)
+    // The password as written, read as redactUrl reads it: when it holds an unescaped `/`, `?`
+    // or `#`, the URL parser sees a different (wrong) password, or none, and parts of the real
+    // one land in the host, path or query. Both readings are secrets.
+    const span = passwordSpan(target)
+    if (span !== undefined) {
+      const written = target.slice(span.start, span.end)
+      secrets.push(written, safeDecode(written))
+    }
     let parsed: URL
     try {
       parsed = new URL(target)
     } catch {
-      throw new ConfigurationError(`url must be an amqp:// or amqps:// URL; got '${description}'`)
+      throw new ConfigurationError(
+        `url must be an amqp:// or amqps:// URL (percent-encode a password that holds '/', '?', '#', '@' or '%': encodeURIComponent(password)); got '${description}'`,
+      )
     }
     if (parsed.protocol !== 'amqp:' && parsed.protocol !== 'amqps:') {
       throw new ConfigurationError(

@@ -18,6 +18,29 @@ describe('resolveEndpoint', () => {
     expect(endpoint.secrets).toEqual(expect.arrayContaining(['s%2Fcret', 's/cret']))
   })
 
+  it('never shows a password holding ?, /, #, @ or %, raw or percent-encoded', () => {
+    for (const password of ['pa?ss', 'pa/ss', 'pa#ss', 'p@ss', 'p%ss', '12?ss', '12/ss', '12#ss']) {
+      for (const written of [password, encodeURIComponent(password)]) {
+        const url = `amqp://app:${written}@rabbit:5672/orders`
+        let shown: string
+        try {
+          const endpoint = resolveEndpoint(url, settings)
+          shown = endpoint.description
+          // Whatever the URL parser made of it, the password as written is among the secrets.
+          expect(endpoint.secrets, written).toEqual(expect.arrayContaining([written]))
+          expect(endpoint.secrets, written).toEqual(expect.arrayContaining([password]))
+        } catch (error) {
+          expect(error).toBeInstanceOf(ConfigurationError)
+          shown = (error as Error).message
+          expect(shown).toMatch(/percent-encode/)
+        }
+        expect(shown, written).toContain('amqp://app:***@rabbit:5672/orders')
+        expect(shown, written).not.toContain(password)
+        expect(shown, written).not.toContain(written)
+      }
+    }
+  })
+
   it('describes a connection object the same way', () => {
     expect(
       resolveEndpoint(

@@ -12,6 +12,15 @@ describe('scrubSecrets', () => {
     expect(scrubSecrets('encoded p%40ss here', ['p@ss'])).toBe('encoded *** here')
   })
 
+  it('redacts an embedded URL whose password holds an unescaped ? or #', () => {
+    expect(scrubSecrets('cannot reach amqp://app:pa?ss@rabbit:5672/v (refused)', [])).toBe(
+      'cannot reach amqp://app:***@rabbit:5672/v (refused)',
+    )
+    expect(scrubSecrets('cannot reach amqp://app:pa#ss@rabbit', [])).toBe(
+      'cannot reach amqp://app:***@rabbit',
+    )
+  })
+
   it('ignores empty secrets', () => {
     expect(scrubSecrets('nothing to hide', [''])).toBe('nothing to hide')
   })

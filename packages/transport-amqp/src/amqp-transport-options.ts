@@ -58,8 +58,10 @@ export interface AmqpTransportLogger {
  */
 export interface AmqpTransportOptions {
   /**
-   * How many publishes may wait for their broker confirm at once; further publishes wait for
-   * room. Default `DEFAULT_MAX_UNCONFIRMED` (1000) from `@acemq/core`.
+   * How many publishes may wait for their broker confirm at once **on each lane** (application
+   * publishes, and the engine's retries and moves, each have a window of this size, so a full
+   * application window never holds a retry back); further publishes wait for room. Default
+   * `DEFAULT_MAX_UNCONFIRMED` (1000) from `@acemq/core`.
    */
   readonly maxUnconfirmed?: number
   /**

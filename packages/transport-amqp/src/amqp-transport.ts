@@ -51,8 +51,40 @@ import { Permits } from './internal/permits.js'
 import { scrubSecrets } from './internal/secrets.js'
 import { AmqpSubscription } from './internal/subscription.js'
 import type { SubscriptionHost } from './internal/subscription.js'
+import { keepHeaderTables } from './internal/wire-headers.js'
 
 type Phase = 'new' | 'connecting' | 'connected' | 'closed'
+
+type LaneName = 'application' | 'engine'
+
+/**
+ * One confirm channel on the publish connection with its own confirm window. The engine's
+ * retries and moves never share a channel (or a window) with application publishes, so an
+ * application's bad publish cannot fail them, nor a full application window hold them back.
+ */
+interface PublishLane {
+  readonly name: LaneName
+  readonly permits: Permits
+  publisher: ConfirmPublisher | undefined
+  opening: boolean
+}
+
+/**
+ * The code of the `PublishFailedError` for a publish to an exchange that does not exist:
+ * nothing was written, and nothing else failed with it.
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof AceMqError && e.code === EXCHANGE_NOT_FOUND) declareTopology() }
+ * ```
+ */
+export const EXCHANGE_NOT_FOUND = 'ACEMQ_EXCHANGE_NOT_FOUND'
+
+/** The exchange a `404 NOT_FOUND` channel close names, if it names one. */
+function missingExchange(error: unknown): string | undefined {
+  if (replyCode(error) !== 404) return undefined
+  return /no exchange '(.*)' in vhost/.exec(describeError(error))?.[1]
+}
 
 const CONSOLE_LOGGER: AmqpTransportLogger = {
   warn: (message) => console.warn(`[acemq/transport-amqp] ${message}`),
@@ -68,8 +100,9 @@ function positiveInteger(value: number, name: string): number {
 /**
  * The AMQP 0-9-1 (RabbitMQ) transport for AceMQ, on amqplib.
  *
- * It holds **two connections**: one for publishing, with a single confirm channel, and one for
- * consuming, with a channel per subscription (and short-lived channels for declarations). A
+ * It holds **two connections**: one for publishing, with two confirm channels (application
+ * publishes, and the engine's moves on a lane of their own), and one for consuming, with a
+ * channel per subscription (and short-lived channels for declarations). A
  * broker under a memory or disk alarm blocks connections that publish — it stops reading their
  * sockets — so acks and declarations sent on the publishing connection would stall until the
  * alarm clears; on their own connection they keep flowing, and consumers keep draining the
@@ -100,7 +133,11 @@ export class AmqpTransport implements Transport, AsyncDisposable {
 
   readonly #endpoint: Endpoint
   readonly #logger: AmqpTransportLogger
-  readonly #permits: Permits
+  readonly #lanes: Readonly<Record<LaneName, PublishLane>>
+  /** Exchanges a passive check (or our own declaration) has found; '' always exists. */
+  readonly #knownExchanges = new Set<string>()
+  readonly #exchangeChecks = new Map<string, Promise<boolean>>()
+  readonly #warnedOnce = new Set<string>()
   readonly #resubscribeBackoff: Backoff
   readonly #publishConnection: ManagedConnection
   readonly #consumeConnection: ManagedConnection
@@ -115,8 +152,6 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   #closing: Promise<void> | undefined
   #reportedOpen = false
   #blockedReason: string | undefined
-  #publisher: ConfirmPublisher | undefined
-  #publisherOpening = false
 
   /**
    * Prepares the transport; nothing connects until {@link AmqpTransport.connect}. Options are
@@ -176,7 +211,13 @@ export class AmqpTransport implements Transport, AsyncDisposable {
     })
     this.description = this.#endpoint.description
     this.#logger = options.logger ?? CONSOLE_LOGGER
-    this.#permits = new Permits(maxUnconfirmed)
+    const lane = (name: LaneName): PublishLane => ({
+      name,
+      permits: new Permits(maxUnconfirmed),
+      publisher: undefined,
+      opening: false,
+    })
+    this.#lanes = { application: lane('application'), engine: lane('engine') }
     this.#resubscribeBackoff = backoff ?? {
       initialDelay: DEFAULT_RECOVERY_INITIAL_DELAY,
       maxDelay: DEFAULT_RECOVERY_MAX_DELAY,
@@ -219,6 +260,8 @@ export class AmqpTransport implements Transport, AsyncDisposable {
       replayDeclarations: (model) => this.#replayDeclarations(model),
       removed: (subscription) => this.#subscriptions.delete(subscription),
       resubscribeBackoff: this.#resubscribeBackoff,
+      lossOf: (model) => this.#consumeConnection.lossOf(model),
+      scrub: (error) => this.#safeError(error),
       warn: (message) => this.#warn(message),
     }
   }
@@ -242,7 +285,8 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   }
 
   /**
-   * Publishes waiting for their broker confirm right now (at most `maxUnconfirmed`).
+   * Publishes waiting for their broker confirm right now, on both lanes (at most
+   * `maxUnconfirmed` on each).
    *
    * @example
    * ```ts
@@ -250,7 +294,8 @@ export class AmqpTransport implements Transport, AsyncDisposable {
    * ```
    */
   get unconfirmed(): number {
-    return this.#publisher?.outstanding ?? 0
+    const { application, engine } = this.#lanes
+    return (application.publisher?.outstanding ?? 0) + (engine.publisher?.outstanding ?? 0)
   }
 
   /**
@@ -333,6 +378,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
           )
         }
         this.#remember(declaration)
+        if (declaration.kind === 'exchange') this.#knownExchanges.add(declaration.name)
       }
     } finally {
       await closeChannelQuietly(channel)
@@ -340,12 +386,18 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   }
 
   /**
-   * Publishes on the confirm channel and resolves once the broker has confirmed the message
-   * and, when `mandatory`, routed it. Rejects with `UnroutableError` (returned),
-   * `PublishFailedError` (nacked; the channel or connection closed before the confirm; the
-   * connection is down and recovering — at once, nothing is queued), `ConnectionBlockedError`
-   * (the broker blocked the connection and `whenBlocked` is `reject`), or an `AbortError` from
-   * `options.signal` while it waits for a confirm slot, the write buffer or an unblock.
+   * Publishes on a confirm channel and resolves once the broker has confirmed the message and,
+   * when `mandatory`, routed it. `lane: 'engine'` (the engine's retries and moves) uses a
+   * confirm channel and window of its own, never shared with application publishes (the
+   * default). The first publish to an exchange checks, once, that it exists (a passive declare
+   * on a short-lived channel), so a publish to a missing exchange fails alone.
+   *
+   * Rejects with `UnroutableError` (returned), `PublishFailedError` (the exchange does not
+   * exist — code `ACEMQ_EXCHANGE_NOT_FOUND`, nothing written; nacked; the channel or connection
+   * closed before the confirm; the connection is down and recovering — at once, nothing is
+   * queued), `ConnectionBlockedError` (the broker blocked the connection and `whenBlocked` is
+   * `reject`), or an `AbortError` from `options.signal` while it waits for a confirm slot, the
+   * write buffer, the exchange check or an unblock.
    *
    * @example
    * ```ts
@@ -358,6 +410,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
    */
   publish(message: OutgoingMessage, options: TransportPublishOptions = {}): Promise<void> {
     let whenBlocked: 'reject' | 'wait'
+    let lane: PublishLane
     try {
       validateMessage(message)
       whenBlocked = options.whenBlocked ?? 'reject'
@@ -366,60 +419,80 @@ export class AmqpTransport implements Transport, AsyncDisposable {
           `options.whenBlocked must be 'reject' or 'wait'; got ${JSON.stringify(whenBlocked)}`,
         )
       }
+      const laneName = options.lane ?? 'application'
+      if (laneName !== 'application' && laneName !== 'engine') {
+        throw new ConfigurationError(
+          `options.lane must be 'application' or 'engine'; got ${JSON.stringify(laneName)}`,
+        )
+      }
+      lane = this.#lanes[laneName]
       if (options.signal?.aborted) throw abortError(options.signal)
       // The common case waits for nothing: write now, without the waiting loop's async frame
       // (one promise and a few microtask turns less per message).
       this.#assertCanPublish()
-      const publisher = this.#publisher
+      const publisher = lane.publisher
       if (
         this.#blockedReason === undefined &&
         publisher !== undefined &&
         publisher.isOpen &&
         !publisher.needsDrain &&
-        this.#permits.tryAcquire()
+        this.#exchangeKnown(message.exchange) &&
+        lane.permits.tryAcquire()
       ) {
         try {
           // The permit now belongs to the pending publish, which returns it when it settles.
           return publisher.write(message)
         } catch (error) {
-          this.#permits.release()
+          lane.permits.release()
           throw error
         }
       }
     } catch (error) {
       return Promise.reject(error as Error)
     }
-    return this.#publishWhenReady(message, whenBlocked, options.signal)
+    return this.#publishWhenReady(message, lane, whenBlocked, options.signal)
   }
 
-  /** {@link AmqpTransport.publish} when it has to wait: for a permit, an unblock, a drain or a channel. */
+  /**
+   * {@link AmqpTransport.publish} when it has to wait: for the exchange check, a permit, an
+   * unblock, a drain or a channel.
+   */
   async #publishWhenReady(
     message: OutgoingMessage,
+    lane: PublishLane,
     whenBlocked: 'reject' | 'wait',
     signal: AbortSignal | undefined,
   ): Promise<void> {
     let holdsPermit = false
+    const releasePermit = (): void => {
+      if (holdsPermit) lane.permits.release()
+      holdsPermit = false
+    }
     try {
       for (;;) {
         this.#assertCanPublish()
         if (this.#blockedReason !== undefined) {
-          if (holdsPermit) {
-            this.#permits.release()
-            holdsPermit = false
-          }
+          releasePermit()
           if (whenBlocked === 'reject') throw new ConnectionBlockedError(this.#blockedReason)
           await this.#waitForChange(signal)
           continue
         }
-        const publisher = this.#publisher
+        if (!this.#exchangeKnown(message.exchange)) {
+          releasePermit()
+          if (!(await withSignal(this.#checkExchange(message.exchange), signal))) {
+            throw this.#exchangeNotFound(message.exchange)
+          }
+          continue
+        }
+        const publisher = lane.publisher
         if (publisher === undefined || !publisher.isOpen) {
           // The channel is being reopened on a live connection (a channel error closed it).
           await this.#waitForChange(signal)
           continue
         }
         if (!holdsPermit) {
-          if (!this.#permits.tryAcquire()) {
-            await this.#permits.acquire(signal)
+          if (!lane.permits.tryAcquire()) {
+            await lane.permits.acquire(signal)
             holdsPermit = true
             continue
           }
@@ -435,8 +508,66 @@ export class AmqpTransport implements Transport, AsyncDisposable {
         return await confirmed
       }
     } finally {
-      if (holdsPermit) this.#permits.release()
+      releasePermit()
     }
+  }
+
+  #exchangeKnown(exchange: string): boolean {
+    return exchange === '' || this.#knownExchanges.has(exchange)
+  }
+
+  /** Whether `exchange` exists; concurrent first publishes to it share one check. */
+  #checkExchange(exchange: string): Promise<boolean> {
+    let check = this.#exchangeChecks.get(exchange)
+    if (check === undefined) {
+      check = this.#probeExchange(exchange).finally(() => this.#exchangeChecks.delete(exchange))
+      this.#exchangeChecks.set(exchange, check)
+    }
+    return check
+  }
+
+  /**
+   * A passive declare on a short-lived channel of the publish connection: a missing exchange
+   * closes that channel (404), never a publish channel with confirms outstanding on it.
+   */
+  async #probeExchange(exchange: string): Promise<boolean> {
+    const model = this.#publishConnection.model
+    if (model === undefined || !this.#publishConnection.isOpen) {
+      throw new PublishFailedError(
+        `the connection to ${this.description} is down and recovering: the message was not sent`,
+      )
+    }
+    let channel: Channel
+    try {
+      channel = await this.#openChannel(model)
+    } catch (error) {
+      throw this.#checkFailed(exchange, error)
+    }
+    try {
+      await channel.checkExchange(exchange)
+      if (this.#publishConnection.model === model) this.#knownExchanges.add(exchange)
+      return true
+    } catch (error) {
+      if (replyCode(error) === 404) return false
+      throw this.#checkFailed(exchange, error)
+    } finally {
+      void closeChannelQuietly(channel)
+    }
+  }
+
+  #checkFailed(exchange: string, error: unknown): PublishFailedError {
+    if (this.#phase === 'closed') return this.#closedError()
+    return new PublishFailedError(
+      `could not check that exchange '${exchange}' exists on ${this.description}, so the message was not sent: ${scrubSecrets(describeError(error), this.#endpoint.secrets)}`,
+      { cause: error instanceof Error ? this.#safeError(error) : error },
+    )
+  }
+
+  #exchangeNotFound(exchange: string): PublishFailedError {
+    return new PublishFailedError(
+      `exchange '${exchange}' does not exist on ${this.description}: the message was not sent`,
+      { code: EXCHANGE_NOT_FOUND },
+    )
   }
 
   /**
@@ -476,7 +607,17 @@ export class AmqpTransport implements Transport, AsyncDisposable {
       throw new ConfigurationError(`onDelivery must be a function; got ${typeof onDelivery}`)
     }
     const model = this.#usableConsumeModel(`subscribe to queue '${queue}'`)
-    const subscription = new AmqpSubscription(this.#subscriptionHost, queue, prefetch, onDelivery)
+    const onStatus: unknown = (options as Partial<TransportConsumeOptions>).onStatus
+    if (onStatus !== undefined && typeof onStatus !== 'function') {
+      throw new ConfigurationError(`options.onStatus must be a function; got ${typeof onStatus}`)
+    }
+    const subscription = new AmqpSubscription(
+      this.#subscriptionHost,
+      queue,
+      prefetch,
+      onDelivery,
+      onStatus as TransportConsumeOptions['onStatus'],
+    )
     this.#subscriptions.add(subscription)
     try {
       await subscription.start(model)
@@ -541,14 +682,16 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   async #shutdown(): Promise<void> {
     this.#phase = 'closed'
     this.#blockedReason = undefined
-    const publisher = this.#publisher
-    this.#publisher = undefined
-    publisher?.failAll(
-      new PublishFailedError(
-        `the transport to ${this.description} was closed before the broker confirmed the message, so it may or may not have been delivered`,
-      ),
-    )
-    this.#permits.rejectWaiters(this.#closedError())
+    for (const lane of Object.values(this.#lanes)) {
+      const publisher = lane.publisher
+      lane.publisher = undefined
+      publisher?.failAll(
+        new PublishFailedError(
+          `the transport to ${this.description} was closed before the broker confirmed the message, so it may or may not have been delivered`,
+        ),
+      )
+      lane.permits.rejectWaiters(this.#closedError())
+    }
     this.#wake()
     const subscriptions = [...this.#subscriptions]
     this.#subscriptions.clear()
@@ -600,6 +743,12 @@ export class AmqpTransport implements Transport, AsyncDisposable {
     } catch {
       // A failing logger must not break the transport.
     }
+  }
+
+  #warnOnce(key: string, message: string): void {
+    if (this.#warnedOnce.has(key)) return
+    this.#warnedOnce.add(key)
+    this.#warn(message)
   }
 
   #wake(): void {
@@ -717,64 +866,90 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   }
 
   async #setUpConsumeConnection(model: ChannelModel): Promise<void> {
+    if (!keepHeaderTables(model)) {
+      this.#warnOnce(
+        'amqplib internals',
+        'this amqplib is not one whose frame reader the transport knows (2.x): copies of deliveries keep header values but not their integer widths',
+      )
+    }
     if (this.#declarations.length > 0) await this.#replayDeclarations(model)
     const subscriptions = [...this.#subscriptions]
     await Promise.all(subscriptions.map((subscription) => subscription.reattach(model)))
   }
 
+  /** Opens both lanes' confirm channels on a fresh publish connection. */
   async #openPublisher(model: ChannelModel): Promise<void> {
+    // A new connection may meet a broker that lost exchanges (a restart): check them again.
+    this.#knownExchanges.clear()
+    await Promise.all(Object.values(this.#lanes).map((lane) => this.#openLane(lane, model)))
+  }
+
+  async #openLane(lane: PublishLane, model: ChannelModel): Promise<void> {
     const channel = await model.createConfirmChannel()
     const publisher: ConfirmPublisher = new ConfirmPublisher(channel, this.description, {
-      settled: () => this.#permits.release(),
+      settled: () => lane.permits.release(),
       drained: () => this.#wake(),
-      closed: () => this.#publisherClosed(publisher, model),
+      closed: (error) => this.#publisherClosed(lane, publisher, model, error),
       warn: (message) => this.#warn(message),
     })
-    this.#publisher = publisher
+    lane.publisher = publisher
     this.#wake()
   }
 
-  /** The publish channel closed: reopen it if its connection is still up (a channel error). */
-  #publisherClosed(publisher: ConfirmPublisher, model: ChannelModel): void {
-    if (this.#publisher !== publisher) return
-    this.#publisher = undefined
+  /** A lane's channel closed: reopen it if its connection is still up (a channel error). */
+  #publisherClosed(
+    lane: PublishLane,
+    publisher: ConfirmPublisher,
+    model: ChannelModel,
+    error: Error | undefined,
+  ): void {
+    if (replyCode(error) === 404) {
+      // An exchange seen before is gone: forget it (or, not knowing which, every one).
+      const missing = missingExchange(error)
+      if (missing === undefined) this.#knownExchanges.clear()
+      else this.#knownExchanges.delete(missing)
+    }
+    if (lane.publisher !== publisher) return
+    lane.publisher = undefined
     this.#wake()
     // A lost connection closes its channels before it reports itself closed: look again once
     // that has happened, and reopen only on a connection that is still up.
     setImmediate(() => {
       if (
         this.#phase === 'closed' ||
-        this.#publisherOpening ||
-        this.#publisher !== undefined ||
+        lane.opening ||
+        lane.publisher !== undefined ||
         !this.#publishConnection.isOpen ||
         this.#publishConnection.model !== model
       ) {
         return
       }
-      this.#publisherOpening = true
-      this.#openPublisher(model)
-        .catch((error: unknown) => {
+      lane.opening = true
+      this.#openLane(lane, model)
+        .catch((reopenError: unknown) => {
           this.#warn(
-            `could not reopen the publish channel, so the publish connection is recycled: ${describeError(error)}`,
+            `could not reopen the ${lane.name} publish channel, so the publish connection is recycled: ${describeError(reopenError)}`,
           )
           if (this.#publishConnection.model === model) void closeModelQuietly(model)
         })
         .finally(() => {
-          this.#publisherOpening = false
+          lane.opening = false
           this.#wake()
         })
     })
   }
 
   #publishConnectionLost(error: Error | undefined, willRecover: boolean): void {
-    const publisher = this.#publisher
-    this.#publisher = undefined
-    publisher?.failAll(
-      new PublishFailedError(
-        `the connection to ${this.description} was lost before the broker confirmed the message, so it may or may not have been delivered`,
-        error === undefined ? {} : { cause: this.#safeError(error) },
-      ),
-    )
+    for (const lane of Object.values(this.#lanes)) {
+      const publisher = lane.publisher
+      lane.publisher = undefined
+      publisher?.failAll(
+        new PublishFailedError(
+          `the connection to ${this.description} was lost before the broker confirmed the message, so it may or may not have been delivered`,
+          error === undefined ? {} : { cause: this.#safeError(error) },
+        ),
+      )
+    }
     this.#refreshOpen(error)
     // A blocked state belongs to the lost connection; the broker tells a new one again.
     if (this.#blockedReason !== undefined) {
@@ -829,4 +1004,24 @@ function validateMessage(message: OutgoingMessage): void {
       `message.properties must be an object; got ${String(message.properties)}`,
     )
   }
+}
+
+/** `promise`, given up (with an `AbortError`) when `signal` aborts first. */
+function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise
+  if (signal.aborted) return Promise.reject(abortError(signal))
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortError(signal))
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(error as Error)
+      },
+    )
+  })
 }

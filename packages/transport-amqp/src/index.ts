@@ -1,5 +1,5 @@
 export { connect, type ConnectOptions } from './connect.js'
-export { AmqpTransport } from './amqp-transport.js'
+export { AmqpTransport, EXCHANGE_NOT_FOUND } from './amqp-transport.js'
 export {
   DEFAULT_CONNECT_TIMEOUT,
   DEFAULT_HEARTBEAT,

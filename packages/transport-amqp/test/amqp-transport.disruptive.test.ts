@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { ConnectionBlockedError, PublishFailedError } from '@acemq/core'
-import type { Declaration, TransportEvent } from '@acemq/core'
+import type { Declaration, SubscriptionStatus, TransportEvent } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { clearMemoryAlarm, raiseMemoryAlarm } from '../../../test-support/broker-faults.js'
 import { requireRabbit, uniqueName } from '../../../test-support/services.js'
 import type { AmqpTransport } from '../src/index.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
-import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
+import { LOCK_WAIT_TIMEOUT, closeConnectionNamed, holdBrokerFaultLock } from './support/broker.js'
 import {
   Harness,
   collector,
@@ -214,6 +214,104 @@ describe.runIf(hasRabbit)('AmqpTransport when the broker fails', () => {
       expect(events.map((event) => event.type)).toEqual(['disconnected', 'closed'])
       expect(transport.state).toMatchObject({ open: false, closed: true })
       await expect(transport.publish(message('q', 'x'))).rejects.toThrow(PublishFailedError)
+    })
+  })
+
+  describe('one connection closed by the broker', () => {
+    it('the publish connection: deliveries stay settleable, no channel-lost is reported, and publishing comes back', async () => {
+      const transport = await harness.open({
+        connectionName: 'acemq-one-conn',
+        recovery: { initialDelay: 100, maxDelay: 500 },
+      })
+      const q = fresh('one.publish')
+      await transport.declare([queue(q)])
+      const statuses: SubscriptionStatus[] = []
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(
+        q,
+        { prefetch: 5, onStatus: (status) => statuses.push(status) },
+        onDelivery,
+      )
+      await admin.sendRaw(q, Buffer.from('held 1'))
+      await admin.sendRaw(q, Buffer.from('held 2'))
+      await eventually(() => deliveries.length === 2)
+
+      const disconnected = nextEvent(transport, 'disconnected')
+      const reconnected = nextEvent(transport, 'reconnected')
+      await closeConnectionNamed(vhost.name, 'acemq-one-conn (publish)')
+      await disconnected
+      expect(deliveries.map((delivery) => delivery.settleable)).toEqual([true, true])
+      await reconnected
+      expect(deliveries.map((delivery) => delivery.settleable)).toEqual([true, true])
+      expect(deliveries[0]?.ack()).toBe(true)
+      expect(deliveries[1]?.ack()).toBe(true)
+      await eventually(async () => (await vhost.counts(q))?.unacked === 0)
+      await transport.publish(message(q, 'after'))
+      await eventually(() => deliveries.length === 3)
+      expect(deliveries[2]?.redelivered).toBe(false)
+      expect(statuses).toEqual([])
+    })
+
+    it('the consume connection: every subscription reports channel-lost, its unsettled deliveries turn non-settleable, then consuming after recovery', async () => {
+      const transport = await harness.open({
+        connectionName: 'acemq-one-conn',
+        recovery: { initialDelay: 100, maxDelay: 500 },
+      })
+      const queues = [fresh('one.consume.a'), fresh('one.consume.b')]
+      await transport.declare(queues.map((name) => queue(name)))
+      const subscriptions = queues.map((name) => ({
+        name,
+        statuses: [] as SubscriptionStatus[],
+        settleableWhenLost: [] as (boolean | undefined)[],
+        ...collector(),
+      }))
+      for (const subscription of subscriptions) {
+        await transport.consume(
+          subscription.name,
+          {
+            prefetch: 5,
+            onStatus: (status) => {
+              // What the engine relies on: by the time it hears channel-lost, nothing it holds
+              // from that channel can be settled any more.
+              if (status.type === 'channel-lost') {
+                subscription.settleableWhenLost.push(
+                  ...subscription.deliveries.map((delivery) => delivery.settleable),
+                )
+              }
+              subscription.statuses.push(status)
+            },
+          },
+          subscription.onDelivery,
+        )
+        await admin.sendRaw(subscription.name, Buffer.from('held'))
+      }
+      await eventually(() => subscriptions.every((s) => s.deliveries.length === 1))
+      const reconnected = nextEvent(transport, 'reconnected')
+      await closeConnectionNamed(vhost.name, 'acemq-one-conn (consume)')
+      await eventually(() => subscriptions.every((s) => s.statuses.length >= 1))
+      for (const subscription of subscriptions) {
+        const [lost] = subscription.statuses
+        expect(lost?.type).toBe('channel-lost')
+        expect(lost?.type === 'channel-lost' && lost.error?.message).toMatch(/CONNECTION_FORCED/)
+        expect(subscription.settleableWhenLost).toEqual([false])
+        expect(subscription.deliveries[0]?.settleable).toBe(false)
+        expect(subscription.deliveries[0]?.ack()).toBe(false)
+      }
+      await reconnected
+      await eventually(() => subscriptions.every((s) => s.statuses.length === 2))
+      for (const subscription of subscriptions) {
+        expect(subscription.statuses.map((status) => status.type)).toEqual([
+          'channel-lost',
+          'consuming',
+        ])
+        // The message held when the channel was lost comes again, and this time can be settled.
+        await eventually(() => subscription.deliveries.length === 2)
+        const again = subscription.deliveries[1]
+        expect(again && text(again)).toBe('held')
+        expect(again?.redelivered).toBe(true)
+        expect(again?.settleable).toBe(true)
+        expect(again?.ack()).toBe(true)
+      }
     })
   })
 

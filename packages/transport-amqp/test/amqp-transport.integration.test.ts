@@ -11,7 +11,7 @@ import {
   PublishFailedError,
   UnroutableError,
 } from '@acemq/core'
-import type { Declaration } from '@acemq/core'
+import type { Declaration, SubscriptionStatus } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { requireRabbit, uniqueName } from '../../../test-support/services.js'
 import { AmqpTransport } from '../src/index.js'
@@ -234,18 +234,84 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
       await admin.waitForCount(q, 4)
     })
 
-    it('a publish to a missing exchange fails, and the channel is reopened for the next one', async () => {
+    it('a publish to a missing exchange fails with ACEMQ_EXCHANGE_NOT_FOUND naming it, and the next one goes through', async () => {
       const transport = await harness.open()
       const q = fresh('publish.reopen')
       await transport.declare([queue(q)])
-      const failed = await outcome(
-        transport.publish({ ...message(q, 'lost'), exchange: uniqueName('no.such.exchange') }),
-      )
+      const missing = uniqueName('no.such.exchange')
+      const failed = await outcome(transport.publish({ ...message(q, 'lost'), exchange: missing }))
       expect(failed).toBeInstanceOf(PublishFailedError)
-      expect((failed as Error).message).toMatch(/NOT_FOUND/)
+      expect((failed as AceMqError).code).toBe('ACEMQ_EXCHANGE_NOT_FOUND')
+      expect((failed as Error).message).toContain(`exchange '${missing}'`)
       await transport.publish(message(q, 'after'))
       await admin.waitForCount(q, 1)
       expect(transport.state.open).toBe(true)
+    })
+
+    it('a publish to a missing exchange fails alone: 300 application and 100 engine-lane publishes in flight are all confirmed', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.alone')
+      const moves = fresh('publish.alone.moves')
+      await transport.declare([queue(q), queue(moves)])
+      const missing = uniqueName('no.such.exchange')
+      const application = Array.from({ length: 300 }, (_, i) =>
+        outcome(transport.publish(message(q, `a${i}`))),
+      )
+      const engine = Array.from({ length: 100 }, (_, i) =>
+        outcome(
+          transport.publish(message(moves, `e${i}`), { lane: 'engine', whenBlocked: 'wait' }),
+        ),
+      )
+      const bad = outcome(transport.publish({ ...message(q, 'bad'), exchange: missing }))
+      const more = Array.from({ length: 20 }, (_, i) =>
+        outcome(transport.publish(message(q, `after${i}`))),
+      )
+      const failed = await bad
+      const others = await Promise.all([...application, ...engine, ...more])
+      const rejected = others.filter((result) => result !== 'ok')
+      console.info(`publishes rejected besides the bad one: ${rejected.length} of ${others.length}`)
+      expect((failed as AceMqError).code).toBe('ACEMQ_EXCHANGE_NOT_FOUND')
+      expect((failed as Error).message).toContain(missing)
+      expect(rejected.map((error) => (error as Error).message)).toEqual([])
+      await admin.waitForCount(q, 320)
+      await admin.waitForCount(moves, 100)
+    })
+
+    it('an engine-lane publish is written at once while the application window is full', async () => {
+      const transport = await harness.open({ maxUnconfirmed: 3 })
+      const q = fresh('publish.lanes')
+      await transport.declare([queue(q)])
+      const full = Array.from({ length: 3 }, (_, i) => transport.publish(message(q, `w${i}`)))
+      const waiting = transport.publish(message(q, 'waits for room'))
+      expect(transport.unconfirmed).toBe(3)
+      const engine = transport.publish(message(q, 'engine'), { lane: 'engine' })
+      expect(transport.unconfirmed).toBe(4)
+      await Promise.all([...full, waiting, engine])
+      await admin.waitForCount(q, 5)
+    })
+
+    it('an exchange deleted after its first publish: the 404 closes the application lane only; engine-lane publishes in flight are confirmed, and the next publish to it fails with ACEMQ_EXCHANGE_NOT_FOUND', async () => {
+      const transport = await harness.open()
+      const q = fresh('publish.deleted.x')
+      const exchange = uniqueName('publish.deleted.x')
+      await transport.declare([
+        { kind: 'exchange', name: exchange, type: 'fanout', durable: true, arguments: {} },
+        queue(q),
+        { kind: 'binding', queue: q, exchange, routingKey: '', arguments: {} },
+      ])
+      await transport.publish({ ...message(q, 'seen'), exchange })
+      await admin.channel.deleteExchange(exchange)
+      const engine = Array.from({ length: 100 }, (_, i) =>
+        outcome(transport.publish(message(q, `e${i}`), { lane: 'engine' })),
+      )
+      const gone = await outcome(transport.publish({ ...message(q, 'gone'), exchange }))
+      expect(gone).toBeInstanceOf(PublishFailedError)
+      expect((gone as Error).message).toMatch(/NOT_FOUND/)
+      expect((await Promise.all(engine)).filter((result) => result !== 'ok')).toEqual([])
+      const again = await outcome(transport.publish({ ...message(q, 'again'), exchange }))
+      expect((again as AceMqError).code).toBe('ACEMQ_EXCHANGE_NOT_FOUND')
+      await transport.publish(message(q, 'application lane is back'))
+      await admin.waitForCount(q, 102)
     })
 
     it('refuses bad input with a ConfigurationError naming the field', async () => {
@@ -256,6 +322,9 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
       await expect(
         transport.publish({ ...message('q', 'x'), body: 'text' as unknown as Uint8Array }),
       ).rejects.toThrow(/message\.body/)
+      await expect(
+        transport.publish(message('q', 'x'), { lane: 'fast' as 'engine' }),
+      ).rejects.toThrow(/options\.lane/)
     })
   })
 
@@ -481,6 +550,163 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
       expect(again.deliveries[0]?.redelivered).toBe(true)
     })
 
+    it('a delivery is settleable until it is settled or its subscription is closed, and closing it ourselves reports no status', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.settleable')
+      await transport.declare([queue(q)])
+      await admin.sendRaw(q, Buffer.from('a'))
+      await admin.sendRaw(q, Buffer.from('b'))
+      const { deliveries, onDelivery } = collector()
+      const statuses: SubscriptionStatus[] = []
+      const subscription = await transport.consume(
+        q,
+        { prefetch: 5, onStatus: (status) => statuses.push(status) },
+        onDelivery,
+      )
+      await eventually(() => deliveries.length === 2)
+      const [a, b] = deliveries
+      expect(a?.settleable).toBe(true)
+      expect(b?.settleable).toBe(true)
+      expect(a?.ack()).toBe(true)
+      expect(a?.settleable).toBe(false)
+      await subscription.cancel()
+      expect(b?.settleable).toBe(true)
+      await subscription.close()
+      expect(b?.settleable).toBe(false)
+      expect(b?.ack()).toBe(false)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(statuses).toEqual([])
+    })
+
+    it('wireHeaders keep the wire type of every foreign header, so a republished copy carries the same widths', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.wire')
+      const copies = fresh('consume.wire.copies')
+      await transport.declare([queue(q), queue(copies)])
+      const stamp = 1_700_000_000
+      await admin.sendRaw(q, Buffer.from('typed'), {
+        headers: {
+          byte: { '!': 'byte', value: 5 },
+          ubyte: { '!': 'unsignedbyte', value: 200 },
+          short: { '!': 'short', value: 5 },
+          ushort: { '!': 'unsignedshort', value: 5 },
+          int: { '!': 'int', value: 5 },
+          uint: { '!': 'unsignedint', value: 5 },
+          long: { '!': 'long', value: 5 },
+          bigLong: { '!': 'long', value: 2n ** 60n + 1n },
+          float: { '!': 'float', value: 1.5 },
+          double: { '!': 'double', value: 2 },
+          stamp: { '!': 'timestamp', value: stamp },
+          decimal: { '!': 'decimal', value: { places: 2, digits: 12345 } },
+          nested: { inner: { '!': 'long', value: 7 }, label: 'x' },
+          ints: [
+            { '!': 'int', value: 1 },
+            { '!': 'int', value: 2 },
+          ],
+          flag: true,
+          text: 'hello',
+          bytes: Buffer.from([1, 2, 3]),
+          nothing: null,
+        },
+      })
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(q, { prefetch: 1 }, onDelivery)
+      await eventually(() => deliveries.length === 1)
+      const delivery = deliveries[0]
+      if (delivery === undefined) throw new Error('no delivery')
+      // The application's view is unchanged: plain numbers, as amqplib reads them.
+      expect(delivery.headers).toMatchObject({ byte: 5, long: 5, int: 5, float: 1.5 })
+      // The engine copies from wireHeaders when the transport has them.
+      await transport.publish({
+        ...message(copies, 'copy'),
+        headers: delivery.wireHeaders ?? delivery.headers,
+      })
+      delivery.ack()
+
+      const proxy = await RecordingProxy.start()
+      const raw = await amqplib.connect(proxy.urlFor(vhost.url))
+      try {
+        const channel = await raw.createChannel()
+        const got = await channel.get(copies, { noAck: true })
+        expect(got && got.content.toString()).toBe('copy')
+        const bytes = proxy.received()
+        const tags: [string, string][] = [
+          ['byte', 'b'],
+          ['ubyte', 'B'],
+          ['short', 's'],
+          ['ushort', 'u'],
+          ['int', 'I'],
+          ['uint', 'i'],
+          ['long', 'l'],
+          ['bigLong', 'l'],
+          ['float', 'f'],
+          ['double', 'd'],
+          ['stamp', 'T'],
+          ['decimal', 'D'],
+          ['nested', 'F'],
+          ['inner', 'l'],
+          ['label', 'S'],
+          ['ints', 'A'],
+          ['flag', 't'],
+          ['text', 'S'],
+          ['bytes', 'x'],
+          ['nothing', 'V'],
+        ]
+        for (const [key, tag] of tags) {
+          expect(bytes.includes(fieldTag(key, tag)), `${key} as '${tag}'`).toBe(true)
+        }
+        const int32 = (n: number): Buffer => {
+          const b = Buffer.alloc(4)
+          b.writeInt32BE(n)
+          return b
+        }
+        // The array's items keep their width too: 'I' 1, 'I' 2.
+        const items = Buffer.concat([Buffer.from('I'), int32(1), Buffer.from('I'), int32(2)])
+        expect(bytes.includes(Buffer.concat([fieldTag('ints', 'A'), int32(10), items]))).toBe(true)
+        // Values survive exactly, a long beyond 2^53 included.
+        const bigLong = Buffer.alloc(8)
+        bigLong.writeBigInt64BE(2n ** 60n + 1n)
+        expect(bytes.includes(Buffer.concat([fieldTag('bigLong', 'l'), bigLong]))).toBe(true)
+        const decimal = Buffer.from([2, 0, 0, 0x30, 0x39])
+        expect(bytes.includes(Buffer.concat([fieldTag('decimal', 'D'), decimal]))).toBe(true)
+      } finally {
+        await raw.close()
+        await proxy.close()
+      }
+    })
+
+    it('wireHeaders are kept for every delivery when frames arrive split across socket reads (2,000 messages of mixed sizes)', async () => {
+      const transport = await harness.open()
+      const q = fresh('consume.wire.many')
+      await transport.declare([queue(q)])
+      const count = 2_000
+      for (let i = 0; i < count; i++) {
+        // Header tables and bodies of many sizes, some bodies over one frame (128 KiB).
+        const pad = 'p'.repeat((i * 37) % 3_000)
+        const body = Buffer.alloc(i % 100 === 0 ? 300_000 : (i * 131) % 5_000, i % 256)
+        admin.channel.sendToQueue(q, body, {
+          ...(i % 2 === 0 && { contentType: 'application/octet-stream' }),
+          headers: { n: { '!': 'long', value: i }, pad, small: { '!': 'int', value: 1 } },
+        })
+      }
+      await admin.channel.waitForConfirms()
+      const { deliveries, onDelivery } = collector()
+      await transport.consume(q, { prefetch: 500 }, (delivery) => {
+        onDelivery(delivery)
+        delivery.ack()
+      })
+      await eventually(() => deliveries.length === count, 30_000)
+      const wrong = deliveries.filter((delivery, i) => {
+        const wire = delivery.wireHeaders
+        return (
+          JSON.stringify(wire?.['n']) !== JSON.stringify({ '!': 'long', value: i }) ||
+          JSON.stringify(wire?.['small']) !== JSON.stringify({ '!': 'int', value: 1 }) ||
+          wire?.['pad'] !== 'p'.repeat((i * 37) % 3_000)
+        )
+      })
+      expect(wrong.length).toBe(0)
+    })
+
     it('cancel stops new deliveries, and deliveries already handed over can still be settled', async () => {
       const transport = await harness.open()
       const q = fresh('consume.cancel')
@@ -580,6 +806,45 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
       expect(shown).not.toContain('s3cret-pw')
       expect((error as Error).message).toContain('***')
     }
+
+    it('never shows a password holding ?, /, #, @ or % (raw or percent-encoded) in its description, errors or warnings', async () => {
+      const broker = new URL(vhost.url)
+      for (const password of [
+        'pa?ss',
+        'pa/ss',
+        'pa#ss',
+        'p@ss',
+        'p%ss',
+        '12?ss',
+        '12/ss',
+        '12#ss',
+      ]) {
+        for (const written of [password, encodeURIComponent(password)]) {
+          for (const host of ['127.0.0.1:1', broker.host]) {
+            const url = `amqp://guest:${written}@${host}${broker.pathname}`
+            const warnings: string[] = []
+            const shown: string[] = []
+            try {
+              const transport = new AmqpTransport(url, {
+                connectTimeout: '2s',
+                logger: { warn: (line) => warnings.push(line) },
+              })
+              shown.push(transport.description, inspect(transport, { depth: 5 }))
+              const failed = await outcome(transport.connect())
+              expect(failed, url).toBeInstanceOf(AceMqError)
+              shown.push(inspect(failed, { depth: 10 }), JSON.stringify(failed))
+            } catch (error) {
+              expect(error, url).toBeInstanceOf(ConfigurationError)
+              shown.push(inspect(error, { depth: 10 }))
+            }
+            const text = [...shown, ...warnings].join('\n')
+            expect(text, url).not.toContain(password)
+            expect(text, url).not.toContain(written)
+            expect(text, url).toContain('guest:***@')
+          }
+        }
+      }
+    })
 
     it('a wrong password fails to connect with an error that never shows it', async () => {
       const url = new URL(vhost.url)

@@ -49,6 +49,7 @@ export class ManagedConnection {
   #timer: NodeJS.Timeout | undefined
   #attempt = 0
   #lastError: Error | undefined
+  readonly #losses = new WeakMap<ChannelModel, Error>()
 
   constructor(
     role: ConnectionRole,
@@ -72,6 +73,11 @@ export class ManagedConnection {
   /** The current amqplib connection (also during setup), if any. */
   get model(): ChannelModel | undefined {
     return this.#model
+  }
+
+  /** Why `model` (a connection this one held) was lost, once it has been: not scrubbed. */
+  lossOf(model: ChannelModel): Error | undefined {
+    return this.#losses.get(model)
   }
 
   /** The first connect: one attempt, no retries, so a misconfigured service fails at start-up. */
@@ -185,6 +191,7 @@ export class ManagedConnection {
   }
 
   #lost(model: ChannelModel, error: Error | undefined): void {
+    if (error !== undefined) this.#losses.set(model, error)
     if (this.#model !== model) return
     this.#model = undefined
     if (this.#state === 'closed') return

@@ -1,8 +1,15 @@
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib'
 import { describeError } from '@acemq/core'
-import type { Delivery, Headers, MessageProperties, TransportSubscription } from '@acemq/core'
+import type {
+  Delivery,
+  Headers,
+  MessageProperties,
+  SubscriptionStatus,
+  TransportSubscription,
+} from '@acemq/core'
 import { PROPERTY_NAMES, backoffDelay, closeChannelQuietly } from './amqp-helpers.js'
 import type { Backoff } from './managed-connection.js'
+import { typedHeaders } from './wire-headers.js'
 
 /** What a subscription needs from the transport that owns it. */
 export interface SubscriptionHost {
@@ -13,7 +20,16 @@ export interface SubscriptionHost {
   /** The subscription has closed and no longer needs re-subscribing. */
   removed(subscription: AmqpSubscription): void
   readonly resubscribeBackoff: Backoff
+  /** Why the consumer connection `model` was lost, once it has been, without any secret. */
+  lossOf(model: ChannelModel): Error | undefined
+  /** `error` without any secret. */
+  scrub(error: Error | undefined): Error | undefined
   warn(message: string): void
+}
+
+/** A subscription's channel that closed on its own, and why (read when it is reported). */
+interface ChannelLoss {
+  error(): Error | undefined
 }
 
 /** One channel of one subscription. `open` turns false the moment it can no longer carry acks. */
@@ -104,6 +120,7 @@ class AmqpDelivery implements Delivery {
   readonly #lease: ChannelLease
   readonly #message: ConsumeMessage
   #settled = false
+  #wireHeaders: Headers | undefined
 
   constructor(lease: ChannelLease, message: ConsumeMessage) {
     this.#lease = lease
@@ -114,6 +131,27 @@ class AmqpDelivery implements Delivery {
     this.exchange = message.fields.exchange
     this.routingKey = message.fields.routingKey
     this.redelivered = message.fields.redelivered
+  }
+
+  /** False once settled, or once the channel it came on has closed (the broker redelivers it). */
+  get settleable(): boolean {
+    return !this.#settled && this.#lease.open
+  }
+
+  /**
+   * The headers with every value's wire type kept (`{ '!': 'long', value: 5 }`), decoded from
+   * the header table as it arrived, on first use only. Without a kept table (an amqplib the
+   * transport does not know), the plain {@link AmqpDelivery.headers}.
+   */
+  get wireHeaders(): Headers {
+    if (this.#wireHeaders === undefined) {
+      const properties = this.#message.properties as unknown as { headers?: unknown }
+      this.#wireHeaders =
+        properties.headers === undefined
+          ? this.headers
+          : (typedHeaders(properties, properties.headers) ?? this.headers)
+    }
+    return this.#wireHeaders
   }
 
   ack(): boolean {
@@ -152,7 +190,12 @@ export class AmqpSubscription implements TransportSubscription {
   readonly #queue: string
   readonly #prefetch: number
   readonly #onDelivery: (delivery: Delivery) => void
+  readonly #onStatus: ((status: SubscriptionStatus) => void) | undefined
   #state: SubscriptionState = 'starting'
+  /** Lost channels whose `channel-lost` has not been told yet (it is told a turn later). */
+  readonly #untold = new Set<ChannelLoss>()
+  /** A channel was lost since the last subscribe: `consuming` follows the next one. */
+  #consumingDue = false
   #lease: ChannelLease | undefined
   #consumerTag: string | undefined
   #epoch = 0
@@ -165,11 +208,13 @@ export class AmqpSubscription implements TransportSubscription {
     queue: string,
     prefetch: number,
     onDelivery: (delivery: Delivery) => void,
+    onStatus?: (status: SubscriptionStatus) => void,
   ) {
     this.#host = host
     this.#queue = queue
     this.#prefetch = prefetch
     this.#onDelivery = onDelivery
+    this.#onStatus = onStatus
   }
 
   /** The first subscribe. A failure rejects (and closes the channel); nothing is retried. */
@@ -291,6 +336,32 @@ export class AmqpSubscription implements TransportSubscription {
       return
     }
     this.#consumerTag = consumerTag
+    for (const loss of [...this.#untold]) this.#tellLoss(loss)
+    if (this.#consumingDue) {
+      this.#consumingDue = false
+      this.#tell({ type: 'consuming' })
+    }
+  }
+
+  /**
+   * Tells `channel-lost` once for a lost channel. The error is the channel's own (a channel
+   * error, the broker's consumer timeout) or else the connection's, which amqplib reports only
+   * after it has closed the connection's channels — hence the turn's wait.
+   */
+  #tellLoss(loss: ChannelLoss): void {
+    if (!this.#untold.delete(loss)) return
+    this.#tell({ type: 'channel-lost', error: this.#host.scrub(loss.error()) })
+  }
+
+  #tell(status: SubscriptionStatus): void {
+    if (this.#onStatus === undefined) return
+    try {
+      this.#onStatus(status)
+    } catch (error) {
+      this.#host.warn(
+        `the status listener of the consumer on queue '${this.#queue}' ('${status.type}') threw: ${describeError(error)}`,
+      )
+    }
   }
 
   #adopt(model: ChannelModel, channel: Channel): ChannelLease {
@@ -312,6 +383,14 @@ export class AmqpSubscription implements TransportSubscription {
     lease.open = false
     if (lease !== this.#lease) return
     this.#consumerTag = undefined
+    // Our own close() marks the lease closed before closing it, so this is a loss: a channel
+    // error, the broker closing the channel, or the connection going.
+    if (this.#state === 'active' || this.#state === 'cancelled') {
+      const loss: ChannelLoss = { error: () => error ?? this.#host.lossOf(lease.model) }
+      this.#untold.add(loss)
+      this.#consumingDue = true
+      setImmediate(() => this.#tellLoss(loss))
+    }
     if (this.#state !== 'active') return
     const epoch = this.#epoch
     // A lost connection closes its channels before it reports itself closed, and recovery

@@ -1,5 +1,8 @@
 import net from 'node:net'
-import { holdBrokerFaultLock as holdLock } from '../../../../test-support/broker-faults.js'
+import {
+  holdBrokerFaultLock as holdLock,
+  rabbitmqctl,
+} from '../../../../test-support/broker-faults.js'
 import { AMQP_URL } from '../../../../test-support/services.js'
 
 /**
@@ -74,4 +77,23 @@ export { LOCK_WAIT_TIMEOUT } from '../../../../test-support/broker-faults.js'
 export async function holdBrokerFaultLock(): Promise<() => Promise<void>> {
   const lock = await holdLock()
   return () => lock.release()
+}
+
+/**
+ * Has the broker close the one connection on `vhost` whose client-provided name is `name` (as
+ * an operator's `rabbitmqctl close_connection` would), leaving every other connection alone.
+ * Hold the broker-fault lock around it.
+ */
+export async function closeConnectionNamed(vhost: string, name: string): Promise<void> {
+  const rows = (
+    await rabbitmqctl('list_connections', 'pid', 'vhost', 'client_properties', '--silent')
+  )
+    .split('\n')
+    .map((line) => line.split('\t'))
+  const row = rows.find(
+    ([, host, properties]) =>
+      host === vhost && properties?.includes(`{"connection_name","${name}"}`) === true,
+  )
+  if (row?.[0] === undefined) throw new Error(`no connection named '${name}' on vhost ${vhost}`)
+  await rabbitmqctl('close_connection', row[0], 'acemq test: forced close of one connection')
 }

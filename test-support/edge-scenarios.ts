@@ -262,6 +262,8 @@ export function edgeScenarios(name: string, target: ScenarioTarget): void {
       await eventually(async () => (await probe.count(`${q}.dlq`)) === 1, 5_000, 'the dlq copy')
       const copies = transport.published.filter((m) => m.properties.messageId === 'routed-1')
       expect(copies.map((m) => m.routingKey)).toEqual([q, `${q}.dlq`])
+      // The engine's copies go on its own lane, apart from application publishes.
+      expect(copies.map((m) => transport.lanes.get(m))).toEqual(['engine', 'engine'])
       for (const copy of copies) {
         // As written: each header keeps its wire type.
         expect(copy.headers).toMatchObject({

@@ -48,7 +48,11 @@ export class RecordingTransport implements Transport {
   async publish(message: OutgoingMessage, options?: TransportPublishOptions): Promise<void> {
     await this.inner.publish(message, options)
     this.published.push(message)
+    this.lanes.set(message, options?.lane ?? 'application')
   }
+
+  /** The lane each published message went on. */
+  readonly lanes = new Map<OutgoingMessage, 'application' | 'engine'>()
   consume(
     queue: string,
     options: TransportConsumeOptions,

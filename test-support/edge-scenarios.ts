@@ -260,7 +260,11 @@ export function edgeScenarios(name: string, target: ScenarioTarget): void {
         },
       })
       await eventually(async () => (await probe.count(`${q}.dlq`)) === 1, 5_000, 'the dlq copy')
-      const copies = transport.published.filter((m) => m.properties.messageId === 'routed-1')
+      // The broker may show the copy before its confirm reaches the engine.
+      const copiesOf = (): typeof transport.published =>
+        transport.published.filter((m) => m.properties.messageId === 'routed-1')
+      await eventually(() => copiesOf().length === 2, 5_000, 'both copies confirmed')
+      const copies = copiesOf()
       expect(copies.map((m) => m.routingKey)).toEqual([q, `${q}.dlq`])
       // The engine's copies go on its own lane, apart from application publishes.
       expect(copies.map((m) => transport.lanes.get(m))).toEqual(['engine', 'engine'])

@@ -456,6 +456,9 @@ export class AceMq implements AsyncDisposable {
       await this.transport.close()
     } finally {
       this.#unsubscribe()
+      // On Node 20 an enabled AsyncLocalStorage stays in a process-wide list that every new
+      // promise walks, until it is disabled: a closed connection must not cost them anything.
+      this.#currentTask.disable()
     }
   }
 

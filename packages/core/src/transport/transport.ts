@@ -207,6 +207,19 @@ export interface Transport {
     options: TransportConsumeOptions,
     onDelivery: (delivery: Delivery) => void,
   ): Promise<TransportSubscription>
+  /**
+   * Takes the message at the head of `queue` without acknowledging it (AMQP `basic.get` with
+   * manual ack), or resolves `undefined` when the queue is empty. The delivery is settled like
+   * a consumed one: `ack` removes it, `nack(true)` puts it back; one left unsettled goes back
+   * when the transport closes. Rejects when the queue does not exist. Optional: replaying a
+   * dead-letter queue needs it; a transport without it cannot replay.
+   */
+  getOne?(queue: string): Promise<Delivery | undefined>
+  /**
+   * How many messages are ready in `queue` (not counting those handed out and not yet
+   * settled). Rejects when the queue does not exist. Optional, like {@link Transport.getOne}.
+   */
+  queueLength?(queue: string): Promise<number>
   /** Listens for connection events; returns a function that stops listening. */
   onEvent(listener: (event: TransportEvent) => void): () => void
   /** Closes every channel and the connection. Safe to call twice. */

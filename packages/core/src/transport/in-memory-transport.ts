@@ -207,6 +207,55 @@ export class InMemoryTransport implements Transport {
     }
   }
 
+  /**
+   * Takes the oldest ready message from `queue` without acknowledging it, as `basic.get` with
+   * manual ack does: `ack` removes it, `nack(true)` puts it back at the head, and one left
+   * unsettled goes back when the connection drops or closes. `undefined` when it is empty.
+   */
+  async getOne(queue: string): Promise<Delivery | undefined> {
+    this.#assertOpen()
+    const memoryQueue = this.#existingQueue(queue, 'get from')
+    // An answer arrives asynchronously, as it does from a broker.
+    await Promise.resolve()
+    const now = Date.now()
+    for (;;) {
+      const message = memoryQueue.ready.shift()
+      if (message === undefined) return undefined
+      if (message.expiresAt !== undefined && message.expiresAt <= now) {
+        this.#deadLetter(memoryQueue, message, 'expired')
+        continue
+      }
+      // Gets are held by a subscription that is never dispatched to (cancelled, prefetch 0),
+      // so a lost or closed connection puts them back like any unacked delivery.
+      let getter = memoryQueue.subscriptions.find((s) => s.onDelivery === NO_DISPATCH)
+      if (getter === undefined) {
+        getter = {
+          queue,
+          prefetch: 0,
+          onDelivery: NO_DISPATCH,
+          unacked: new Set(),
+          cancelled: true,
+          closed: false,
+        }
+        memoryQueue.subscriptions.push(getter)
+      }
+      const delivery: InFlightDelivery = {
+        message,
+        subscription: getter,
+        generation: this.#generation,
+        settled: false,
+      }
+      getter.unacked.add(delivery)
+      return this.#toDelivery(memoryQueue, delivery)
+    }
+  }
+
+  /** Messages ready in `queue`; rejects when it does not exist. */
+  async queueLength(queue: string): Promise<number> {
+    this.#assertOpen()
+    return this.#existingQueue(queue, 'count').ready.length
+  }
+
   onEvent(listener: (event: TransportEvent) => void): () => void {
     this.#listeners.add(listener)
     return () => this.#listeners.delete(listener)
@@ -320,6 +369,16 @@ export class InMemoryTransport implements Transport {
       throw new AceMqError('the in-memory transport is not connected', {
         code: 'ACEMQ_NOT_CONNECTED',
       })
+  }
+
+  #existingQueue(name: string, what: string): MemoryQueue {
+    const queue = this.#queues.get(name)
+    if (queue === undefined) {
+      throw new AceMqError(`cannot ${what} queue '${name}': it does not exist (NOT_FOUND)`, {
+        code: 'ACEMQ_NOT_FOUND',
+      })
+    }
+    return queue
   }
 
   #emit(event: TransportEvent): void {
@@ -594,6 +653,9 @@ export class InMemoryTransport implements Transport {
     }
   }
 }
+
+/** The callback of the subscription that holds gets: it is never dispatched to. */
+const NO_DISPATCH = (): void => undefined
 
 function preconditionFailed(kind: string, name: string): AceMqError {
   return new AceMqError(

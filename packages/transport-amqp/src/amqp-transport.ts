@@ -34,6 +34,7 @@ import type {
   AmqpTransportOptions,
 } from './amqp-transport-options.js'
 import { closeChannelQuietly, closeModelQuietly } from './internal/amqp-helpers.js'
+import { BasicGetter } from './internal/basic-get.js'
 import { ConfirmPublisher } from './internal/confirm-publisher.js'
 import {
   applyDeclaration,
@@ -147,6 +148,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   readonly #subscriptions = new Set<AmqpSubscription>()
   readonly #waiters = new Set<() => void>()
   readonly #subscriptionHost: SubscriptionHost
+  readonly #getter = new BasicGetter(() => this.#usableConsumeModel('get a message'))
   #phase: Phase = 'new'
   #connecting: Promise<void> | undefined
   #closing: Promise<void> | undefined
@@ -635,6 +637,61 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   }
 
   /**
+   * Takes the message at the head of `queue` without acknowledging it (`basic.get`, manual
+   * ack) on a channel of the consumer connection kept for gets; `undefined` when the queue is
+   * empty. Settle it with `ack` or `nack`; one left unsettled goes back to the queue when that
+   * channel or the transport closes. Rejects with an `AceMqError` (`ACEMQ_NOT_FOUND`) when the
+   * queue does not exist.
+   *
+   * @example
+   * ```ts
+   * const delivery = await transport.getOne('orders.dlq')
+   * delivery?.nack(true)
+   * ```
+   */
+  async getOne(queue: string): Promise<Delivery | undefined> {
+    if (typeof queue !== 'string' || queue === '') {
+      throw new ConfigurationError(`queue must be a non-empty string; got ${JSON.stringify(queue)}`)
+    }
+    try {
+      return await this.#getter.get(queue)
+    } catch (error) {
+      throw this.#queueTrouble(`could not get a message from queue '${queue}'`, queue, error)
+    }
+  }
+
+  /**
+   * Messages ready in `queue` (a passive declare), not counting those handed out and not yet
+   * settled. Rejects with an `AceMqError` (`ACEMQ_NOT_FOUND`) when the queue does not exist.
+   *
+   * @example
+   * ```ts
+   * await transport.queueLength('orders.dlq') // 3
+   * ```
+   */
+  async queueLength(queue: string): Promise<number> {
+    if (typeof queue !== 'string' || queue === '') {
+      throw new ConfigurationError(`queue must be a non-empty string; got ${JSON.stringify(queue)}`)
+    }
+    try {
+      return await this.#getter.queueLength(queue)
+    } catch (error) {
+      throw this.#queueTrouble(`could not count queue '${queue}'`, queue, error)
+    }
+  }
+
+  #queueTrouble(what: string, queue: string, error: unknown): Error {
+    if (error instanceof AceMqError) return error
+    if (replyCode(error) === 404) {
+      return new AceMqError(`queue '${queue}' does not exist on ${this.description}`, {
+        code: 'ACEMQ_NOT_FOUND',
+        cause: error,
+      })
+    }
+    return this.#connectionTrouble(what, error)
+  }
+
+  /**
    * Listens for `disconnected`, `reconnected`, `blocked`, `unblocked` and `closed`. A listener
    * that throws is reported to the logger and does not stop the others.
    *
@@ -693,6 +750,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
       lane.permits.rejectWaiters(this.#closedError())
     }
     this.#wake()
+    await this.#getter.close()
     const subscriptions = [...this.#subscriptions]
     this.#subscriptions.clear()
     await Promise.allSettled(subscriptions.map((subscription) => subscription.close()))

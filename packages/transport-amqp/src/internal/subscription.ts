@@ -110,7 +110,7 @@ function readProperties(message: ConsumeMessage): MessageProperties {
  * subscription was closed, the channel failed, or the connection was lost and recovered) a
  * settlement is dropped — the broker has already put the message back — and answers `false`.
  */
-class AmqpDelivery implements Delivery {
+export class AmqpDelivery implements Delivery {
   readonly body: Uint8Array
   readonly headers: Headers
   readonly properties: MessageProperties

@@ -58,4 +58,16 @@ export interface Instrumentation {
   processStarted(info: ProcessInfo): ProcessScope | undefined
   /** A broker wait named a rung queue that is not there; the message was put back instead. */
   rungMissing?(queue: string, rung: string): void
+  /** The outbox relay published a record (confirmed), or its publish failed. */
+  outboxRelayed?(info: OutboxRelayInfo): void
+}
+
+/** One record the outbox relay handled. */
+export interface OutboxRelayInfo {
+  readonly exchange: string
+  readonly routingKey: string
+  /** `published`: the broker confirmed it; `failed`: the publish failed and was counted. */
+  readonly outcome: 'published' | 'failed'
+  /** Milliseconds from the record's creation to this outcome. */
+  readonly lagMs: number
 }

@@ -1,5 +1,6 @@
 import type {
   Instrumentation,
+  OutboxRelayInfo,
   ProcessInfo,
   ProcessScope,
   PublishInfo,
@@ -17,6 +18,7 @@ type Report = (error: unknown, context: string) => void
  */
 export function safeInstrumentation(inner: Instrumentation, report: Report): Instrumentation {
   const rungMissing = inner.rungMissing?.bind(inner)
+  const outboxRelayed = inner.outboxRelayed?.bind(inner)
   return {
     publishStarted(info: PublishInfo): PublishScope | undefined {
       let scope: PublishScope | undefined
@@ -44,6 +46,15 @@ export function safeInstrumentation(inner: Instrumentation, report: Report): Ins
           rungMissing(queue, rung)
         } catch (error) {
           report(error, 'instrumentation.rungMissing failed')
+        }
+      },
+    }),
+    ...(outboxRelayed && {
+      outboxRelayed(info: OutboxRelayInfo): void {
+        try {
+          outboxRelayed(info)
+        } catch (error) {
+          report(error, 'instrumentation.outboxRelayed failed')
         }
       },
     }),

@@ -29,6 +29,30 @@ describe('AmqpTransport (without a broker)', () => {
     expect(() => new AmqpTransport(url, { connectionName: '' })).toThrow(ConfigurationError)
   })
 
+  it('refuses a connect target it cannot use, instead of quietly connecting to localhost', () => {
+    const refused: [unknown, RegExp][] = [
+      [[], /at least one/],
+      [['amqp://rabbit-1', 42], /url\[1\]/],
+      [{ host: 'rabbit' }, /'host'.*hostname/],
+      [{ hostname: 5672 }, /hostname must be a non-empty string/],
+      ['amqp://', /no host/],
+      ['amqp:rabbit', /no host/],
+      [['amqp://rabbit-1', 'amqps://rabbit-2'], /amqps/],
+      [['amqp://rabbit-1:5672', 'amqp://rabbit-1:5672'], /twice/],
+      [null, /got null/],
+    ]
+    for (const [target, message] of refused) {
+      let error: unknown
+      try {
+        new AmqpTransport(target as never)
+      } catch (caught) {
+        error = caught
+      }
+      expect(error, JSON.stringify(target)).toBeInstanceOf(ConfigurationError)
+      expect((error as Error).message, JSON.stringify(target)).toMatch(message)
+    }
+  })
+
   it('starts closed-to-traffic and unconnected, and closes without ever connecting', async () => {
     const transport = new AmqpTransport('amqp://app:s3cret@rabbit')
     expect(transport.state).toEqual({

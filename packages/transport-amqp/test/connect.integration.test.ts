@@ -31,6 +31,28 @@ describe.runIf(hasRabbit)('connect()', () => {
     }
   })
 
+  it('takes a list of nodes, connects to one that answers and names it in health, never localhost', async () => {
+    const answering = new URL(AMQP_URL)
+    const refusing = new URL(AMQP_URL)
+    refusing.port = '1' // nothing listens there: connection refused at once
+    const mq = await connect([refusing.toString(), answering.toString()], {
+      connectionName: 'acemq-connect-list-test',
+      logger: { warn: () => undefined },
+    })
+    try {
+      const health = await mq.health()
+      const connection = health.reports.find((report) => report.name === 'connection')
+      const transport = connection?.details['transport'] ?? ''
+      expect(transport).toContain(`${answering.hostname}:${answering.port || '5672'}`)
+      expect(transport).toContain('publish')
+      expect(transport).toContain('consume')
+      expect(transport).not.toContain('localhost')
+      expect(transport).not.toContain(':guest@')
+    } finally {
+      await mq.close()
+    }
+  })
+
   it('fails with an error that never shows the password', async () => {
     const error = await connect('amqp://guest:not-the-password@127.0.0.1:5672').catch(
       (e: unknown) => e,

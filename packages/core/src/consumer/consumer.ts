@@ -25,6 +25,7 @@ import {
 } from '../idempotency/idempotency-store.js'
 import { assertIdempotencyKey } from '../idempotency/store-validation.js'
 import { sleep } from '../internal/timers.js'
+import { Hold, type HoldEnd, type InPlaceFailures } from '../ordered/in-place-failures.js'
 import { deadLetterQueueName, parkedQueueName, rungQueueName } from '../retry/queue-names.js'
 import type { ConsumeOutcome, Instrumentation, ProcessScope } from '../telemetry/instrumentation.js'
 import { consumerDeclarations } from '../topology/topology.js'
@@ -166,12 +167,23 @@ export class ConsumerEngine<T> implements Consumer {
   #storeFailure: string | undefined
   /** Closed from inside its own handler: the channel closes once that handler has settled. */
   #closeChannelWhenIdle = false
+  /** An ordered consumer's failure hook (see {@link InPlaceFailures}); undefined for the others. */
+  readonly #inPlace: InPlaceFailures | undefined
+  /** An ordered consumer's deliveries held after a failure. */
+  readonly #holds = new Set<Hold>()
 
-  constructor(host: ConsumerHost, queue: string, options: ConsumerOptions, handler: Handler<T>) {
+  constructor(
+    host: ConsumerHost,
+    queue: string,
+    options: ConsumerOptions,
+    handler: Handler<T>,
+    inPlace?: InPlaceFailures,
+  ) {
     this.#host = host
     this.queue = queue
     this.#options = options
     this.#handler = handler
+    this.#inPlace = inPlace
   }
 
   get inFlight(): number {
@@ -226,6 +238,9 @@ export class ConsumerEngine<T> implements Consumer {
   /** Hands over held deliveries (after `resumeConsuming`), and subscribes again if it had to let go. */
   pump(): void {
     if (this.#host.consumingPaused || this.#cancelled) return
+    for (const hold of this.#holds) hold.resumed()
+    // An ordered consumer holding a delivery runs nothing behind it.
+    if (this.#holds.size > 0) return
     this.#clearHoldTimer()
     if (this.#detached && !this.#resubscribing) void this.#resubscribe()
     while (this.#running.size < this.#options.concurrency && this.#buffer.length > 0) {
@@ -242,7 +257,11 @@ export class ConsumerEngine<T> implements Consumer {
    * pause never runs into the broker's `consumer_timeout` (which closes the channel).
    */
   paused(): void {
-    if (this.#holdTimer !== undefined || this.#cancelled) return
+    // An ordered consumer never lets go while paused: a cancel would hand its queue to the next
+    // single active consumer while it still holds a delivery, and a requeue would put that
+    // delivery behind the ones after it. (The broker's consumer_timeout closing the channel is
+    // safe: a closed channel gives its deliveries back in their place.)
+    if (this.#holdTimer !== undefined || this.#cancelled || this.#inPlace !== undefined) return
     this.#holdTimer = setTimeout(() => {
       this.#holdTimer = undefined
       void this.#letGoWhilePaused()
@@ -368,7 +387,8 @@ export class ConsumerEngine<T> implements Consumer {
   /** Stops new deliveries on `lane`, bounded: a hung broker must not hold a close open. */
   async #cancel(lane: Lane): Promise<void> {
     const subscription = lane.subscription
-    if (subscription === undefined) return
+    // An ordered consumer stops by closing its channel once idle, never by a cancel (see paused()).
+    if (subscription === undefined || this.#inPlace !== undefined) return
     const cancelled = await waitFor(
       subscription.cancel().catch(() => undefined),
       CANCEL_TIMEOUT_MS,
@@ -390,6 +410,7 @@ export class ConsumerEngine<T> implements Consumer {
     for (let i = this.#buffer.length - 1; i >= 0; i--) {
       if (this.#buffer[i]?.delivery.settleable === undefined) this.#buffer.splice(i, 1)
     }
+    for (const hold of this.#holds) hold.channelLost()
   }
 
   /** Aborts the handlers' signals. */
@@ -447,6 +468,7 @@ export class ConsumerEngine<T> implements Consumer {
       return
     }
     lane.lost = true
+    for (const hold of this.#holds) hold.channelLost()
     // Deliveries from the lost channel are back on the queue: running them would only
     // duplicate the work, and their acks could not be written.
     for (let i = this.#buffer.length - 1; i >= 0; i--) {
@@ -465,7 +487,8 @@ export class ConsumerEngine<T> implements Consumer {
 
   #onDelivery(delivery: Delivery, lane: Lane): void {
     if (this.#cancelled || lane.retired) {
-      delivery.nack(true)
+      // An ordered consumer leaves it to its channel's close, which puts it back in its place.
+      if (this.#inPlace === undefined) delivery.nack(true)
       return
     }
     this.#buffer.push({ delivery, lane })
@@ -474,7 +497,9 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   #requeueBuffered(): void {
-    for (const { delivery } of this.#buffer.splice(0)) delivery.nack(true)
+    const buffered = this.#buffer.splice(0)
+    // An ordered consumer leaves them to its channel's close (see #onDelivery).
+    if (this.#inPlace === undefined) for (const { delivery } of buffered) delivery.nack(true)
   }
 
   #start(delivery: Delivery, lane: Lane): void {
@@ -656,6 +681,9 @@ export class ConsumerEngine<T> implements Consumer {
       redelivered: delivery.redelivered,
     }
     const context: HandlerContext = { signal: this.#handlerAbort.signal, queue: this.queue }
+    if (this.#inPlace !== undefined) {
+      return this.#handleInPlace(this.#inPlace, task, envelope, message, context, scope)
+    }
     const result = await this.#runHandler(task, message, context, scope)
     if (task.abandoned) return 'abandoned'
 
@@ -664,6 +692,55 @@ export class ConsumerEngine<T> implements Consumer {
       else this.#release(store, envelope.id, owner)
     }
     return this.#settle(task, envelope, result, scope)
+  }
+
+  /**
+   * An ordered consumer's handling (see {@link InPlaceFailures}): a failure is never put back;
+   * the delivery is held and its handler run again in place, halted until resumed, or moved to
+   * `{queue}.dlq`, as the hook decides. A hold cut short leaves the delivery unsettled: the
+   * channel's close (or its loss) gives it back to the queue in its place.
+   */
+  async #handleInPlace(
+    inPlace: InPlaceFailures,
+    task: DeliveryTask,
+    envelope: Envelope,
+    message: Message<T>,
+    context: HandlerContext,
+    scope: ProcessScope | undefined,
+  ): Promise<Settled> {
+    for (let failures = 1; ; failures++) {
+      const result = await this.#runHandler(task, message, context, scope)
+      if (task.abandoned) return 'abandoned'
+      if (result.kind !== 'retry' && result.kind !== 'release') {
+        return this.#settle(task, envelope, result, scope)
+      }
+      const reason = result.kind === 'retry' ? result.reason : 'released by the handler'
+      const step = inPlace.failed(message as Message<unknown>, failures, reason)
+      if (step.kind === 'give-up') {
+        return this.#setAside(task, envelope, 'dead_lettered', step.reason, scope)
+      }
+      const cut = await this.#hold(task, step.kind === 'again' ? step.delayMs : step.until)
+      if (cut !== undefined) {
+        inPlace.holdEnded(message as Message<unknown>, cut)
+        return 'released'
+      }
+      if (step.kind === 'again') scope?.retried(step.delayMs, false)
+      // A resumed halt starts counting again.
+      else failures = 0
+    }
+  }
+
+  /** Holds the delivery outside the handler slots: not in `inFlight`, not waited for by a drain. */
+  async #hold(task: DeliveryTask, until: number | Promise<unknown>): Promise<HoldEnd | undefined> {
+    const hold = new Hold(task.delivery)
+    this.#holds.add(hold)
+    this.#startWaiting(task, false)
+    try {
+      return await hold.wait(until, this.#closeWaits.signal, () => this.#host.consumingPaused)
+    } finally {
+      this.#holds.delete(hold)
+      this.#stopWaiting(task)
+    }
   }
 
   /** Asks the store for a claim, bounded by the store timeout. */

@@ -341,6 +341,69 @@ export class InMemoryTransport implements Transport {
     }
   }
 
+  /**
+   * Takes the message at the head of `queue` without acknowledging it, as `basic.get` with
+   * manual ack does: `ack` removes it, `nack(true)` puts it back, and one left unsettled goes
+   * back when the connection drops or closes. `undefined` when the queue is empty.
+   */
+  async getOne(queue: string): Promise<Delivery | undefined> {
+    const memoryQueue = this.#queueToRead(queue, 'get from')
+    // An answer arrives asynchronously, as it does from a broker.
+    await Promise.resolve()
+    const now = Date.now()
+    for (;;) {
+      const message = this.#takeHead(memoryQueue)
+      if (message === undefined) return undefined
+      if (message.expiresAt !== undefined && message.expiresAt <= now) {
+        this.#deadLetter(memoryQueue, message, 'expired')
+        continue
+      }
+      // Gets are held by a subscription that is never dispatched to (it is cancelled), so a
+      // lost or closed channel puts them back like any other unacked delivery.
+      let getter = memoryQueue.subscriptions.find((s) => s.onDelivery === this.#got)
+      if (getter === undefined) {
+        getter = {
+          queue: memoryQueue,
+          prefetch: 0,
+          onDelivery: this.#got,
+          onStatus: undefined,
+          unacked: new Set(),
+          epoch: 0,
+          channelOpen: true,
+          cancelled: true,
+          closed: false,
+        }
+        memoryQueue.subscriptions.push(getter)
+      }
+      this.#gotten = undefined
+      this.#deliver(memoryQueue, getter, message)
+      return this.#gotten
+    }
+  }
+
+  /** Messages ready in `queue`; rejects when it does not exist. */
+  async queueLength(queue: string): Promise<number> {
+    return this.#queueToRead(queue, 'count').ready.length
+  }
+
+  /** What the get subscription was handed last. */
+  #gotten: Delivery | undefined
+  readonly #got = (delivery: Delivery): void => {
+    this.#gotten = delivery
+  }
+
+  #queueToRead(name: string, what: string): MemoryQueue {
+    this.#assertConsumeSide(`${what} queue '${name}'`)
+    const queue = this.#queues.get(name)
+    if (queue === undefined) {
+      throw new AceMqError(
+        `cannot ${what} queue '${name}': NOT_FOUND - no queue '${name}' in the in-memory broker`,
+        { code: 'ACEMQ_NOT_FOUND' },
+      )
+    }
+    return queue
+  }
+
   onEvent(listener: (event: TransportEvent) => void): () => void {
     this.#listeners.add(listener)
     return () => this.#listeners.delete(listener)

@@ -67,15 +67,18 @@ const flagged = (s: Seen): string => (s.redelivered ? `${s.body}*` : s.body)
 export function transportParity(name: string, target: ParityTarget): void {
   describe(`RabbitMQ's rules on ${name}`, () => {
     let t: Transport
+    let connected: Transport | undefined
     const open: TransportSubscription[] = []
 
     beforeEach(async () => {
-      t = await target.connect()
+      connected = undefined
+      t = connected = await target.connect()
     })
 
     afterEach(async () => {
       for (const subscription of open.splice(0)) await subscription.close()
-      await t.close()
+      // A failed connect has already said what went wrong; there is nothing to close.
+      await connected?.close()
     })
 
     const fresh = (kind: string): string => uniqueName(`parity.${kind}`)

@@ -20,11 +20,14 @@ export interface ShutdownOptions {
    */
   readonly exit?: boolean
   /**
-   * Told how it went, before the process exits. If it throws, the error is printed as a
-   * process warning (`AceMqWarning`) and changes nothing else: `done` still resolves and the
-   * exit code is still decided by the drain and the close.
+   * Told how it went once the connection is closed, and awaited before `done` resolves and the
+   * process exits: close the rest of the service here, in order (the HTTP server, the database
+   * pool, the telemetry SDK). If it throws or rejects, the error is printed as a process
+   * warning (`AceMqWarning`) and changes nothing else: `done` still resolves and the exit code
+   * is still decided by the drain and the close. A signal that arrives while it runs gets
+   * Node's default handling (the process ends at once).
    */
-  readonly onShutdown?: (result: ShutdownResult) => void
+  readonly onShutdown?: (result: ShutdownResult) => void | Promise<void>
 }
 
 /** How a shutdown went. */
@@ -124,7 +127,7 @@ export function shutdownOnSignals(mq: Drainable, options: ShutdownOptions = {}):
     }
     dispose()
     try {
-      options.onShutdown?.(result)
+      await options.onShutdown?.(result)
     } catch (failure) {
       process.emitWarning(`shutdownOnSignals: onShutdown threw: ${describeError(failure)}`, {
         type: 'AceMqWarning',

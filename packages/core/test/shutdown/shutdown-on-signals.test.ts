@@ -39,6 +39,33 @@ async function watchProcess(
   return { warnings, unhandled }
 }
 
+/** Runs `support/<name>` in a child process, sends it SIGTERM once it prints "ready". */
+async function runSupport(
+  name: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'support', name)
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'pipe' })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    const sawReady = stdout.includes('ready')
+    stdout += chunk.toString()
+    if (!sawReady && stdout.includes('ready')) child.kill('SIGTERM')
+  })
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+  const code = await new Promise<number | null>((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      resolve(null)
+    }, 20_000)
+    child.on('exit', (exitCode) => {
+      clearTimeout(timer)
+      resolve(exitCode)
+    })
+  })
+  return { code, stdout, stderr }
+}
+
 describe('shutdownOnSignals', () => {
   it('drains running handlers on SIGTERM, closes, and reports that it finished', async () => {
     const mq = await AceMq.connect(new InMemoryTransport())
@@ -135,6 +162,55 @@ describe('shutdownOnSignals', () => {
     expect(stderr).toContain(
       'AceMqWarning: shutdownOnSignals: onShutdown threw: the logger is gone',
     )
+  })
+
+  it('awaits an async onShutdown before done resolves: the application closes its own things in order', async () => {
+    const mq = await AceMq.connect(new InMemoryTransport())
+    const closed: string[] = []
+    const handle = shutdownOnSignals(mq, {
+      signals: ['SIGUSR2'],
+      exit: false,
+      onShutdown: async () => {
+        for (const resource of ['http server', 'pg pool', 'otel sdk']) {
+          await sleep(30)
+          closed.push(resource)
+        }
+      },
+    })
+    process.emit('SIGUSR2', 'SIGUSR2')
+    await handle.done
+    expect(closed).toStrictEqual(['http server', 'pg pool', 'otel sdk'])
+  })
+
+  it('with exit: false, an async onShutdown that rejects is a warning, never an unhandled rejection', async () => {
+    const mq = await AceMq.connect(new InMemoryTransport())
+    const { warnings, unhandled } = await watchProcess(async () => {
+      const handle = shutdownOnSignals(mq, {
+        signals: ['SIGUSR2'],
+        exit: false,
+        onShutdown: async () => {
+          await sleep(10)
+          throw new Error('the pool was already closed')
+        },
+      })
+      process.emit('SIGUSR2', 'SIGUSR2')
+      expect(await handle.done).toMatchObject({ drained: true, closed: true })
+    })
+    expect(unhandled).toStrictEqual([])
+    const reported = warnings.find((warning) => warning.name === 'AceMqWarning')
+    expect(reported?.message).toBe(
+      'shutdownOnSignals: onShutdown threw: the pool was already closed',
+    )
+  })
+
+  it('with exit: true, the process exits only after an async onShutdown has finished', async () => {
+    const { code, stdout, stderr } = await runSupport('exit-after-async-shutdown.ts')
+    expect(code, stderr).toBe(0)
+    expect(stdout.split('\n').filter((line) => line.startsWith('closed'))).toStrictEqual([
+      'closed http server',
+      'closed pg pool',
+      'closed otel sdk',
+    ])
   })
 
   it('with exit: false, a drain that throws at once still closes, resolves done and rejects nothing', async () => {

@@ -288,6 +288,26 @@ export function edgeScenarios(name: string, target: ScenarioTarget): void {
       })
     })
 
+    it('stops counting a handler in inFlight once a close has given up on it', async () => {
+      const { mq, q } = await open('abandoned')
+      let finished = false
+      const consumer = await mq.consume(q, ConsumerOptions.defaults(), async () => {
+        // Ignores its signal and outlives the close's grace.
+        await sleep(6_500)
+        finished = true
+      })
+      await mq.publisher('', q).send({}, { id: 'stubborn' })
+      await eventually(() => mq.inFlight === 1)
+      await consumer.close({ drainTimeout: 0 })
+      // Given up on after the 5 s grace: nothing waits for it, and nothing counts it.
+      expect(finished).toBe(false)
+      expect(mq.inFlight).toBe(0)
+      expect(await mq.drainConsumers(0)).toBe(true)
+      expect((await mq.health()).inFlight).toBe(0)
+      await eventually(() => finished, 5_000, 'the abandoned handler to return')
+      expect(mq.inFlight).toBe(0)
+    }, 20_000)
+
     it('times out a store call that hangs, counts it as a store failure, reports DEGRADED and recovers', async () => {
       const { mq, q } = await open('hung-store')
       const inner = new InMemoryIdempotencyStore()

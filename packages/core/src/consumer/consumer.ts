@@ -420,8 +420,15 @@ export class ConsumerEngine<T> implements Consumer {
 
   /** Gives up on the handlers still running: their late outcomes are discarded. */
   abandonRunning(): void {
-    for (const task of this.#running) task.abandoned = true
+    // Given up on: nothing waits for them any more, and nothing counts them in `inFlight`.
+    for (const task of this.#running) {
+      task.abandoned = true
+      this.#host.inFlightChanged(-1)
+    }
+    this.#running.clear()
     for (const task of this.#waiting.keys()) task.abandoned = true
+    this.#waiting.clear()
+    this.#notifyIdle()
   }
 
   /** Closes the subscriptions' channels; the broker takes back anything unsettled. */

@@ -102,7 +102,7 @@ function envelopeOf(message: InspectedMessage, queue: string): Envelope {
 }
 
 /**
- * The engine scenarios of SPEC §5, run against every transport: the in-memory one and the
+ * The engine scenarios of docs/design.md §6, run against every transport: the in-memory one and the
  * real broker. Each scenario uses its own queue.
  */
 export function engineScenarios(name: string, target: ScenarioTarget): void {

@@ -60,7 +60,7 @@ export class FailingReleaseStore implements ClaimingIdempotencyStore {
 }
 
 /**
- * The idempotency step of SPEC §6 on every transport: claimed, duplicate and in progress,
+ * The idempotency step of docs/design.md §7 on every transport: claimed, duplicate and in progress,
  * and the failures around them.
  */
 export function idempotencyScenarios(name: string, target: ScenarioTarget): void {

@@ -24,7 +24,7 @@ import { uniqueName } from './services.js'
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /**
- * The shutdown scenarios of SPEC §7 — pause, drain, close, cancellation — run against every
+ * The shutdown scenarios of docs/design.md §8 — pause, drain, close, cancellation — run against every
  * transport. Each scenario uses its own queue and connection.
  */
 export function shutdownScenarios(name: string, target: ScenarioTarget): void {

@@ -29,7 +29,7 @@ export interface BadMessage {
   readonly contentType: string
 }
 
-/** The envelope headers, in the case the spec writes them and in one it does not. */
+/** The envelope headers, in the case docs/design.md §4 writes them and in one it does not. */
 const ENVELOPE_HEADERS = [
   'x-acemq-id',
   'x-acemq-type',
@@ -252,7 +252,7 @@ const CONTENT_TYPES: readonly (string | undefined)[] = [
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
-/** What the engine must do with a body of `contentType` (SPEC §5: decode, then the handler). */
+/** What the engine must do with a body of `contentType` (docs/design.md §6: decode, then the handler). */
 export function expectedOutcome(
   contentType: string | undefined,
   body: Buffer,

@@ -381,7 +381,7 @@ async function closeSection(context: RunContext): Promise<Section> {
       lost.length === 0
         ? `Every run accounted for all ${backlog.toLocaleString('en-US')} messages (handled + requeued), for every contestant.`
         : `Messages unaccounted for: ${lost.join('; ')}.`,
-      `The spec's bound is (longest running handler or 5 s) + a small margin; here the longest handler is ${handlerMs} ms.`,
+      `The design's bound (docs/design.md §8) is (longest running handler or 5 s) + a small margin; here the longest handler is ${handlerMs} ms.`,
     ],
   }
 }

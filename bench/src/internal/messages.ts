@@ -37,7 +37,7 @@ export function order(i: number): OrderPlaced {
 }
 
 /**
- * The envelope headers `@acemq` writes on a first publish (SPEC §3), written out literally the
+ * The envelope headers `@acemq` writes on a first publish (docs/design.md §4), written out literally the
  * way a raw amqplib user would have to: the same bytes on the wire as the library's publish.
  */
 export function envelopeHeaders(id: string, type: string): Record<string, unknown> {

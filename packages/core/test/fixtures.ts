@@ -2,8 +2,9 @@ import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-// The cross-language fixtures live next to the repository (../shared/fixtures), byte for byte
-// as the Java generator published them, and are read at test time rather than copied in.
+// The AceMQ family's cross-language fixtures, kept in the repository's `fixtures/` byte for byte
+// as the Java library generated them (fixtures/README.md says where each comes from). Never
+// edit or reformat them: the other libraries test against the same bytes.
 
 function repoRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url))
@@ -15,12 +16,12 @@ function repoRoot(): string {
   }
 }
 
-/** Where the shared fixture files are. */
-export const FIXTURES_DIR = path.resolve(repoRoot(), '../shared/fixtures')
+/** Where the fixture files are: `fixtures/` at the repository's root. */
+export const FIXTURES_DIR = path.join(repoRoot(), 'fixtures')
 
 function load<T>(name: string): T {
   const file = path.join(FIXTURES_DIR, name)
-  if (!existsSync(file)) throw new Error(`the shared fixture ${file} is missing`)
+  if (!existsSync(file)) throw new Error(`the fixture ${file} is missing`)
   return JSON.parse(readFileSync(file, 'utf8')) as T
 }
 

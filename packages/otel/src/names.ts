@@ -1,6 +1,6 @@
 /**
- * The names `@acemq/otel` emits: metric names and units shared by the AceMQ family (SPEC
- * §10), span attribute keys and span event names. Use them in dashboards, alerts and tests
+ * The names `@acemq/otel` emits: metric names and units shared by the AceMQ family
+ * (docs/design.md §11), span attribute keys and span event names. Use them in dashboards, alerts and tests
  * instead of retyping the strings.
  *
  * @example
@@ -29,7 +29,7 @@ export const ACEMQ_METRICS = Object.freeze({
 } as const)
 
 /**
- * Metric label keys (SPEC §10).
+ * Metric label keys (docs/design.md §11).
  *
  * @example
  * ```ts

@@ -75,7 +75,7 @@ export interface Envelope {
 }
 
 /**
- * The envelope fields a publisher may choose; the rest get the defaults of SPEC §3.
+ * The envelope fields a publisher may choose; the rest get the defaults of docs/design.md §4.
  *
  * @example
  * ```ts
@@ -423,7 +423,7 @@ export function writeCopyHeaders(
   return headers as Headers
 }
 
-// Optional fields treat "" as absent (SPEC §3: empty values are omitted), but a non-string is
+// Optional fields treat "" as absent (docs/design.md §4: empty values are omitted), but a non-string is
 // still a mistake worth naming.
 function emptyToUndefined(value: unknown, field: string): string | undefined {
   return value === '' ? undefined : checkString(value, field)

@@ -13,7 +13,7 @@ import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
 import { AceMqError, ClosedError, ConfigurationError, abortError, describeError } from './errors.js'
-import { deferred, sleep, type Deferred } from './internal/timers.js'
+import { deferred, settlesWithin, sleep, type Deferred } from './internal/timers.js'
 import {
   worstStatus,
   type HealthContributor,
@@ -21,7 +21,10 @@ import {
   type HealthResult,
   type HealthStatus,
 } from './health/health.js'
+import { OutboxRelay, type OutboxRelayOptions } from './outbox/outbox-relay.js'
+import type { OutboxStore } from './outbox/outbox-store.js'
 import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
+import { Replay } from './replay/replay.js'
 import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
 import { safeInstrumentation } from './telemetry/safe-instrumentation.js'
@@ -77,6 +80,8 @@ export class AceMq implements AsyncDisposable {
   readonly #currentTask = new AsyncLocalStorage<DeliveryTask>()
   readonly #closingController = new AbortController()
   readonly #idleWaiters = new Set<() => void>()
+  /** Outbox relays started on this connection: closing stops them after their round. */
+  readonly #relays = new Set<OutboxRelay>()
   /** What the engine calls: the installed instrumentation, guarded so it cannot fail a message. */
   #instrumentation: Instrumentation | undefined
   #installedInstrumentation: Instrumentation | undefined
@@ -247,6 +252,65 @@ export class AceMq implements AsyncDisposable {
       throw error
     }
     return consumer
+  }
+
+  /**
+   * The transactional outbox's relay on `store`: call `start()` to relay in the background
+   * (and register the `outbox` health report), or `drainOnce()` to relay what is pending now.
+   * Closing the connection stops a started relay once its round is done.
+   *
+   * @example
+   * ```ts
+   * const relay = mq.outbox(new KyselyOutboxStore(db), { batch: 100, poll: '1s', lease: '30s' })
+   * relay.start()
+   * ```
+   */
+  outbox(store: OutboxStore, options: OutboxRelayOptions = {}): OutboxRelay {
+    this.#assertOpen()
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const mq = this
+    return new OutboxRelay(
+      {
+        transport: this.transport,
+        origin: this.#origin,
+        get instrumentation() {
+          return mq.#instrumentation
+        },
+        get publishingPaused() {
+          return mq.#publishingPaused
+        },
+        get closed() {
+          return mq.#closing !== undefined
+        },
+        registerHealth: (contributor) => this.registerHealth(contributor),
+        reportError: (error, context) => this.#reportError(error, context),
+        relayStarted: (relay) => this.#relays.add(relay),
+        relayStopped: (relay) => this.#relays.delete(relay),
+      },
+      store,
+      options,
+    )
+  }
+
+  /**
+   * Replays a dead-letter (or parked) queue: into the queue its name comes from unless
+   * `.into(queue)` says otherwise. Each message is republished (confirmed, mandatory) before
+   * it is removed from the source.
+   *
+   * @example
+   * ```ts
+   * await mq.replay('orders.placed.dlq').replayAll()
+   * ```
+   */
+  replay(queue: string): Replay {
+    return new Replay(
+      {
+        transport: this.transport,
+        codecs: this.#codecs,
+        assertOpen: () => this.#assertOpen(),
+      },
+      queue,
+    )
   }
 
   /**
@@ -429,6 +493,8 @@ export class AceMq implements AsyncDisposable {
 
   async #close(drainTimeoutMs: number): Promise<void> {
     this.#consumingPaused = true
+    // Relays finish their round (publishes confirmed and marked) within the drain's budget.
+    const relaysStopped = Promise.all([...this.#relays].map((relay) => relay.stop()))
     const consumers = [...this.#consumers]
     await Promise.all(consumers.map((c) => c.stopIntake()))
     const idle = (except: ReadonlySet<DeliveryTask>): Promise<void> =>
@@ -447,6 +513,7 @@ export class AceMq implements AsyncDisposable {
         for (const consumer of consumers) consumer.abandonRunning()
       }
     }
+    await settlesWithin(relaysStopped, drainTimeoutMs)
     // The drain is over: from here on only publishes already on their way go through.
     this.#publishingClosed = true
     this.#closingController.abort()

@@ -14,6 +14,27 @@ export * from './idempotency/idempotency-store.js'
 export * from './idempotency/in-memory-idempotency-store.js'
 export * from './idempotency/store-validation.js'
 export { Publisher, type PublisherOptions, type SendOptions } from './publisher/publisher.js'
+export * from './outbox/outbox-record.js'
+export * from './outbox/outbox-store.js'
+export * from './outbox/in-memory-outbox-store.js'
+export {
+  OutboxRelay,
+  DEFAULT_OUTBOX_BATCH,
+  DEFAULT_OUTBOX_LAG_THRESHOLD,
+  DEFAULT_OUTBOX_LEASE,
+  DEFAULT_OUTBOX_POLL,
+  type OutboxRelayOptions,
+} from './outbox/outbox-relay.js'
+export {
+  Replay,
+  LEGACY_REPLAY_COUNT_HEADER,
+  REPLAY_COUNT_HEADER,
+  REPLAYED_AT_HEADER,
+  REPLAYED_FROM_HEADER,
+  type ReplayMessage,
+  type ReplayProgress,
+  type ReplayRunOptions,
+} from './replay/replay.js'
 export * from './retry/queue-names.js'
 export * from './retry/retry-policy.js'
 export * from './telemetry/instrumentation.js'

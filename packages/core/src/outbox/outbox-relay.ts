@@ -1,0 +1,375 @@
+import { toMillis, type Duration } from '../duration.js'
+import { createEnvelope, writeEnvelope } from '../envelope/envelope.js'
+import {
+  ClosedError,
+  ConfigurationError,
+  ConnectionBlockedError,
+  PublishingPausedError,
+  describeError,
+} from '../errors.js'
+import type { HealthContributor, HealthReport } from '../health/health.js'
+import { sleep } from '../internal/timers.js'
+import type { Instrumentation } from '../telemetry/instrumentation.js'
+import type { OutgoingMessage, Transport } from '../transport/transport.js'
+import type { OutboxStore, StoredOutboxRecord } from './outbox-store.js'
+
+/** Records one relay round claims and publishes (100). */
+export const DEFAULT_OUTBOX_BATCH = 100
+/** How long a running relay waits after finding the outbox empty (1 s). */
+export const DEFAULT_OUTBOX_POLL = 1_000
+/** How long a claimed record stays leased to the relay that claimed it (30 s). */
+export const DEFAULT_OUTBOX_LEASE = 30_000
+/** The oldest pending record's age past which the outbox reports DEGRADED (5 min). */
+export const DEFAULT_OUTBOX_LAG_THRESHOLD = 300_000
+
+/**
+ * Options of `mq.outbox(store, options)`.
+ *
+ * @example
+ * ```ts
+ * mq.outbox(store, { batch: 200, poll: '500ms', lease: '1m', lagThreshold: '10m' })
+ * ```
+ */
+export interface OutboxRelayOptions {
+  /** Records claimed and published per round (default 100). */
+  readonly batch?: number
+  /** How long a running relay waits after a round that found less than a batch (default 1 s). */
+  readonly poll?: Duration
+  /** How long a claim lasts: longer than a round takes (default 30 s). */
+  readonly lease?: Duration
+  /** DEGRADED when the oldest pending record is older than this (default 5 min). */
+  readonly lagThreshold?: Duration
+  /** The health report's name (default `outbox`); two running relays need two names. */
+  readonly name?: string
+}
+
+/** What a relay needs from its connection. Internal to core. */
+export interface OutboxRelayHost {
+  readonly transport: Transport
+  readonly origin: string
+  readonly instrumentation: Instrumentation | undefined
+  readonly publishingPaused: boolean
+  readonly closed: boolean
+  registerHealth(contributor: HealthContributor): () => void
+  reportError(error: unknown, context: string): void
+  relayStarted(relay: OutboxRelay): void
+  relayStopped(relay: OutboxRelay): void
+}
+
+/** What one round did. */
+interface Round {
+  readonly claimed: number
+  readonly published: number
+  /** The connection could not publish: the claimed records were handed back. */
+  readonly stalled: boolean
+}
+
+/**
+ * The outbox relay: claims leased batches of records from an {@link OutboxStore}, publishes
+ * each (confirmed and mandatory, the record's id as the envelope id) and marks them
+ * published once the broker has confirmed them. A publish the broker refuses (unroutable,
+ * nacked, a missing exchange) is marked failed with the reason, and after the store's
+ * `maxAttempts` the record is retired; a publish that fails because the connection is down,
+ * blocked or paused hands the records back without counting against them. A relay that dies
+ * between the confirm and the mark publishes the record again after its lease: the
+ * consumer's idempotency store catches the copy. Get one from `mq.outbox(store)`.
+ *
+ * @example
+ * ```ts
+ * const relay = mq.outbox(outbox, { batch: 100, poll: '1s', lease: '30s' })
+ * relay.start()
+ * // ... mq.close() stops it after its round.
+ * ```
+ */
+export class OutboxRelay {
+  /** The store the relay reads. */
+  readonly store: OutboxStore
+  /** The health report's name. */
+  readonly name: string
+  readonly #host: OutboxRelayHost
+  readonly #batch: number
+  readonly #pollMs: number
+  readonly #leaseMs: number
+  readonly #lagThresholdMs: number
+  #published = 0
+  #failed = 0
+  #loop: Promise<void> | undefined
+  #stopping: AbortController | undefined
+  #unregister: (() => void) | undefined
+  readonly #rounds = new Set<Promise<Round>>()
+  #lastError: string | undefined
+
+  /**
+   * Created by `mq.outbox()`.
+   *
+   * @internal
+   */
+  constructor(host: OutboxRelayHost, store: OutboxStore, options: OutboxRelayOptions = {}) {
+    if (
+      typeof store !== 'object' ||
+      store === null ||
+      typeof store.claimBatch !== 'function' ||
+      typeof store.markPublished !== 'function' ||
+      typeof store.markFailed !== 'function' ||
+      typeof store.stats !== 'function'
+    ) {
+      throw new ConfigurationError(
+        `outbox(store) needs an OutboxStore (claimBatch, markPublished, markFailed, release, stats, ...); got ${String(store)}`,
+      )
+    }
+    const batch = options.batch ?? DEFAULT_OUTBOX_BATCH
+    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 10_000) {
+      throw new ConfigurationError(
+        `outbox(options.batch) must be a whole number from 1 to 10000; got ${String(batch)}`,
+      )
+    }
+    this.#pollMs = toMillis(options.poll ?? DEFAULT_OUTBOX_POLL, 'outbox(options.poll)')
+    this.#leaseMs = toMillis(options.lease ?? DEFAULT_OUTBOX_LEASE, 'outbox(options.lease)')
+    if (this.#leaseMs < 1) {
+      throw new ConfigurationError(`outbox(options.lease) must be longer than 0 ms`)
+    }
+    this.#lagThresholdMs = toMillis(
+      options.lagThreshold ?? DEFAULT_OUTBOX_LAG_THRESHOLD,
+      'outbox(options.lagThreshold)',
+    )
+    const name = options.name ?? 'outbox'
+    if (typeof name !== 'string' || name === '') {
+      throw new ConfigurationError(`outbox(options.name) must be a non-empty string`)
+    }
+    this.#host = host
+    this.store = store
+    this.name = name
+    this.#batch = batch
+  }
+
+  /** Records this relay published (confirmed by the broker). */
+  get published(): number {
+    return this.#published
+  }
+
+  /** Publishes of this relay that failed and were counted against their record. */
+  get failed(): number {
+    return this.#failed
+  }
+
+  /** Whether {@link start} is in effect. */
+  get isRunning(): boolean {
+    return this.#loop !== undefined && this.#stopping?.signal.aborted === false
+  }
+
+  /**
+   * Starts relaying in the background: a round after another while there is a full batch,
+   * then one every `poll`; registers the health report. Safe to call twice.
+   *
+   * @example
+   * ```ts
+   * mq.outbox(store).start()
+   * ```
+   */
+  start(): void {
+    if (this.isRunning) return
+    if (this.#host.closed) throw new ClosedError()
+    this.#unregister = this.#host.registerHealth(this.#healthContributor())
+    const stopping = new AbortController()
+    this.#stopping = stopping
+    this.#host.relayStarted(this)
+    const previous = this.#loop ?? Promise.resolve()
+    this.#loop = previous.then(() => this.#run(stopping.signal))
+  }
+
+  /**
+   * Stops relaying: the round under way finishes (its publishes confirmed and marked), then
+   * the relay stops and its health report goes. Safe to call twice.
+   *
+   * @example
+   * ```ts
+   * await relay.stop()
+   * ```
+   */
+  async stop(): Promise<void> {
+    this.#stopping?.abort()
+    const loop = this.#loop
+    await loop
+    if (this.#loop === loop) {
+      this.#loop = undefined
+      this.#unregister?.()
+      this.#unregister = undefined
+      this.#host.relayStopped(this)
+    }
+    await Promise.allSettled([...this.#rounds])
+  }
+
+  /**
+   * Relays what is pending now, round after round, until a round finds less than a full
+   * batch; resolves with how many records it published. Rejects when the store fails or the
+   * connection cannot publish (the claimed records are handed back).
+   *
+   * @example
+   * ```ts
+   * await outbox.add(OutboxRecord.of('', 'orders.placed', order))
+   * await mq.outbox(outbox).drainOnce() // 1
+   * ```
+   */
+  async drainOnce(): Promise<number> {
+    if (this.#host.closed) throw new ClosedError()
+    let published = 0
+    for (;;) {
+      const round = await this.#round()
+      published += round.published
+      if (round.stalled) {
+        throw new ClosedError(
+          `the outbox relay could not publish: ${this.#lastError ?? 'the connection is not open'}`,
+        )
+      }
+      if (round.claimed < this.#batch) return published
+    }
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      let wait = true
+      try {
+        if (!this.#host.publishingPaused && this.#host.transport.state.open) {
+          const round = await this.#round()
+          wait = round.claimed < this.#batch || round.stalled
+        }
+      } catch (error) {
+        this.#lastError = describeError(error)
+        this.#host.reportError(error, 'the outbox relay could not finish a round; it tries again')
+      }
+      if (wait) await sleep(this.#pollMs, signal)
+    }
+  }
+
+  #round(): Promise<Round> {
+    const round = this.#relayBatch()
+    this.#rounds.add(round)
+    const forget = (): void => {
+      this.#rounds.delete(round)
+    }
+    round.then(forget, forget)
+    return round
+  }
+
+  async #relayBatch(): Promise<Round> {
+    const records = await this.store.claimBatch(this.#batch, this.#leaseMs)
+    if (records.length === 0) return { claimed: 0, published: 0, stalled: false }
+    const transport = this.#host.transport
+    const results = await Promise.allSettled(records.map((record) => this.#publish(record)))
+    const confirmed: StoredOutboxRecord[] = []
+    const refused: { record: StoredOutboxRecord; error: unknown }[] = []
+    const handBack: string[] = []
+    results.forEach((result, i) => {
+      const record = records[i] as StoredOutboxRecord
+      if (result.status === 'fulfilled') confirmed.push(record)
+      else if (isConnectionTrouble(result.reason, transport)) {
+        handBack.push(record.id)
+        this.#lastError = describeError(result.reason)
+      } else refused.push({ record, error: result.reason })
+    })
+    // Only after the confirms: a relay that dies here publishes these again after the lease.
+    if (confirmed.length > 0) {
+      await this.store.markPublished(confirmed.map((record) => record.id))
+      this.#published += confirmed.length
+      const now = Date.now()
+      for (const record of confirmed) this.#report(record, 'published', now)
+    }
+    for (const { record, error } of refused) {
+      await this.store.markFailed(record.id, describeError(error))
+      this.#failed++
+      this.#report(record, 'failed', Date.now())
+      this.#lastError = describeError(error)
+    }
+    if (handBack.length > 0) await this.store.release(handBack)
+    return { claimed: records.length, published: confirmed.length, stalled: handBack.length > 0 }
+  }
+
+  #publish(record: StoredOutboxRecord): Promise<void> {
+    const envelope = createEnvelope(
+      { ...record.envelope, id: record.id, firstSeen: record.createdAt },
+      { routingKey: record.routingKey, origin: this.#host.origin },
+    )
+    const message: OutgoingMessage = {
+      exchange: record.exchange,
+      routingKey: record.routingKey,
+      body: record.body,
+      headers: writeEnvelope(envelope, record.headers),
+      properties: { contentType: record.contentType, messageId: record.id },
+      persistent: true,
+      // Never fire-and-forget: a record no queue takes is a failure, not a publish.
+      mandatory: true,
+    }
+    const scope = this.#host.instrumentation?.publishStarted({
+      exchange: message.exchange,
+      routingKey: message.routingKey,
+      messageId: envelope.id,
+      correlation: envelope.correlation,
+      headers: message.headers,
+    })
+    if (this.#host.publishingPaused) {
+      const refused = new PublishingPausedError(record.exchange, record.routingKey)
+      scope?.end('refused', refused)
+      return Promise.reject(refused)
+    }
+    const publishing = this.#host.transport.publish(message)
+    if (scope === undefined) return publishing
+    return publishing.then(
+      () => scope.end('confirmed'),
+      (error: unknown) => {
+        scope.end('failed', error)
+        throw error
+      },
+    )
+  }
+
+  #report(record: StoredOutboxRecord, outcome: 'published' | 'failed', now: number): void {
+    this.#host.instrumentation?.outboxRelayed?.({
+      exchange: record.exchange,
+      routingKey: record.routingKey,
+      outcome,
+      lagMs: Math.max(0, now - record.createdAt),
+    })
+  }
+
+  #healthContributor(): HealthContributor {
+    return {
+      name: this.name,
+      report: async (): Promise<HealthReport> => {
+        const details: Record<string, string> = {
+          running: String(this.isRunning),
+          published: String(this.#published),
+          failed: String(this.#failed),
+        }
+        try {
+          const stats = await this.store.stats()
+          const lagMs =
+            stats.oldestPendingAt === undefined ? 0 : Math.max(0, stats.now - stats.oldestPendingAt)
+          details['pending'] = String(stats.pending)
+          details['retired'] = String(stats.retired)
+          details['lagSeconds'] = String(Math.floor(lagMs / 1000))
+          if (this.#lastError !== undefined) details['lastError'] = this.#lastError
+          const degraded = stats.retired > 0 || lagMs > this.#lagThresholdMs
+          return { name: this.name, status: degraded ? 'DEGRADED' : 'UP', details }
+        } catch (error) {
+          // The store is out of reach: the relay waits for it, so restarting would not help.
+          details['error'] = describeError(error)
+          return { name: this.name, status: 'DEGRADED', details }
+        }
+      },
+    }
+  }
+}
+
+/** A failure of the connection, not of the record: it is handed back without counting. */
+function isConnectionTrouble(error: unknown, transport: Transport): boolean {
+  if (
+    error instanceof ConnectionBlockedError ||
+    error instanceof PublishingPausedError ||
+    error instanceof ClosedError
+  ) {
+    return true
+  }
+  if (error instanceof Error && error.name === 'AbortError') return true
+  const state = transport.state
+  return !state.open || state.closed
+}

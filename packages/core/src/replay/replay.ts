@@ -1,0 +1,387 @@
+import type { CodecRegistry } from '../codec/codec-registry.js'
+import {
+  ENVELOPE_HEADERS,
+  headerInteger,
+  readEnvelope,
+  writeCopyHeaders,
+  type Envelope,
+} from '../envelope/envelope.js'
+import { AceMqError, ConfigurationError, PublishFailedError, abortError } from '../errors.js'
+import { validateQueueName } from '../retry/queue-names.js'
+import type { Delivery, Headers, Transport } from '../transport/transport.js'
+
+/** The header naming the queue a replayed message came from. */
+export const REPLAYED_FROM_HEADER = 'acemq-replayed-from'
+/** The header holding when a message was replayed (RFC 3339, UTC, to the second). */
+export const REPLAYED_AT_HEADER = 'acemq-replayed-at'
+/** The header counting how many times a message was replayed. */
+export const REPLAY_COUNT_HEADER = 'acemq-replay-count'
+/** The replay count's old name, read and removed on every replay. */
+export const LEGACY_REPLAY_COUNT_HEADER = 'x-acemq-replay-count'
+
+/** How many messages a replay takes before it publishes them and waits for their confirms. */
+const REPLAY_WINDOW = 100
+
+/**
+ * A message waiting in a dead-letter (or parked) queue, as a replay filter or a peek sees it.
+ * Nothing is decoded unless asked: {@link ReplayMessage.payload} decodes the body on use.
+ */
+export interface ReplayMessage {
+  /** The envelope: id, type, attempt, first seen, and `error` (why it was set aside). */
+  readonly envelope: Envelope
+  /** Application headers only (no `x-acemq-*`). */
+  readonly headers: Readonly<Headers>
+  /** The raw body. */
+  readonly body: Uint8Array
+  /** The body's content type, as published. */
+  readonly contentType: string | undefined
+  /** The body decoded by its content type's codec; throws when it cannot be decoded. */
+  readonly payload: unknown
+  /** How many times it was replayed before (the current or legacy count header, 0 without). */
+  readonly replayCount: number
+}
+
+/** What a replay reports as it goes. */
+export interface ReplayProgress {
+  /** Messages republished and removed from the source so far. */
+  readonly moved: number
+  /** Messages looked at so far (moved, plus those the filter left). */
+  readonly scanned: number
+  /** Messages that were waiting when the replay started. */
+  readonly total: number
+}
+
+/** Options of one replay run. */
+export interface ReplayRunOptions {
+  /** Called after every message looked at. Must not throw. */
+  readonly onProgress?: (progress: ReplayProgress) => void
+  /** Stops the run between windows; the messages not yet taken stay on the source. */
+  readonly signal?: AbortSignal
+}
+
+/** What a replay needs from its connection. Internal to core. */
+export interface ReplayHost {
+  readonly transport: Transport
+  readonly codecs: CodecRegistry
+  assertOpen(): void
+}
+
+/**
+ * Sends messages from a dead-letter (or parked) queue back to work. Each message is
+ * republished — confirmed and mandatory — before it is removed from the source; one whose
+ * publish fails stays on the source and the run rejects. A replayed copy carries
+ * `acemq-replayed-from`, `acemq-replayed-at` and `acemq-replay-count`, loses `x-acemq-error`,
+ * and starts again at attempt 1 unless {@link Replay.keepingAttempts}. Immutable: every
+ * `into`/`keepingAttempts` returns a new replay. Get one from `mq.replay(queue)`.
+ *
+ * @example
+ * ```ts
+ * const replay = mq.replay('orders.placed.dlq')   // into 'orders.placed'
+ * console.log(await replay.pending())
+ * await replay.replay(10, (message) => message.headers['x-tenant'] === 'a')
+ * await replay.replayAll()
+ * ```
+ */
+export class Replay {
+  /** The queue messages are taken from. */
+  readonly source: string
+  /** The queue they are sent to. */
+  readonly target: string
+  /** Whether the attempt is kept (true) or restarts at 1 (false, the default). */
+  readonly keepsAttempts: boolean
+  readonly #host: ReplayHost
+
+  /**
+   * Created by `mq.replay()`.
+   *
+   * @internal
+   */
+  constructor(host: ReplayHost, source: string, target?: string, keepsAttempts = false) {
+    validateQueueName(source, 'replay(queue)')
+    const into = target ?? defaultTarget(source)
+    if (into === undefined) {
+      throw new ConfigurationError(
+        `replay('${source}'): the queue does not end in .dlq or .parked, so say where its messages go with .into(queue)`,
+      )
+    }
+    validateQueueName(into, 'replay().into(queue)')
+    if (into === source) {
+      throw new ConfigurationError(
+        `replay('${source}').into('${into}'): a queue cannot be replayed into itself`,
+      )
+    }
+    this.#host = host
+    this.source = source
+    this.target = into
+    this.keepsAttempts = keepsAttempts
+    Object.freeze(this)
+  }
+
+  /**
+   * The same replay into another queue.
+   *
+   * @example
+   * ```ts
+   * mq.replay('orders.placed.dlq').into('orders.placed.v2')
+   * ```
+   */
+  into(queue: string): Replay {
+    return new Replay(this.#host, this.source, queue, this.keepsAttempts)
+  }
+
+  /**
+   * The same replay, keeping each message's attempt instead of restarting it at 1.
+   *
+   * @example
+   * ```ts
+   * mq.replay('orders.placed.dlq').keepingAttempts()
+   * ```
+   */
+  keepingAttempts(): Replay {
+    return new Replay(this.#host, this.source, this.target, true)
+  }
+
+  /**
+   * How many messages wait in the source queue.
+   *
+   * @example
+   * ```ts
+   * if ((await replay.pending()) > 0) await replay.replayAll()
+   * ```
+   */
+  async pending(): Promise<number> {
+    const transport = this.#transport('queueLength')
+    return transport.queueLength(this.source)
+  }
+
+  /**
+   * Replays every message waiting when it starts; resolves with how many were moved.
+   *
+   * @example
+   * ```ts
+   * const moved = await mq.replay('orders.placed.dlq').replayAll()
+   * ```
+   */
+  replayAll(options: ReplayRunOptions = {}): Promise<number> {
+    return this.replay(Number.POSITIVE_INFINITY, undefined, options)
+  }
+
+  /**
+   * Replays at most `max` messages that `filter` accepts (all, without one), looking at each
+   * message that was waiting when it starts at most once; resolves with how many were moved.
+   * Messages the filter leaves are put back where they were, in order. A failed publish puts
+   * back everything not yet moved and rejects.
+   *
+   * @example
+   * ```ts
+   * await replay.replay(10, (message) => message.headers['x-tenant'] === 'a')
+   * ```
+   */
+  async replay(
+    max: number,
+    filter?: (message: ReplayMessage) => boolean,
+    options: ReplayRunOptions = {},
+  ): Promise<number> {
+    if (
+      typeof max !== 'number' ||
+      Number.isNaN(max) ||
+      max < 0 ||
+      !(Number.isInteger(max) || max === Infinity)
+    ) {
+      throw new ConfigurationError(
+        `replay(max) must be a whole number of at least 0 (or Infinity); got ${String(max)}`,
+      )
+    }
+    if (filter !== undefined && typeof filter !== 'function') {
+      throw new ConfigurationError(`replay(filter) must be a function; got ${String(filter)}`)
+    }
+    const transport = this.#transport('getOne')
+    this.#host.assertOpen()
+    if (options.signal?.aborted) throw abortError(options.signal)
+    // Only the messages waiting now: put-backs and newcomers are not looked at again.
+    const total = await transport.queueLength(this.source)
+    let moved = 0
+    let scanned = 0
+    // Deliveries the filter left: held until the end, then put back in their order.
+    const left: Delivery[] = []
+    let exhausted = false
+    try {
+      while (moved < max && scanned < total && !exhausted) {
+        if (options.signal?.aborted) throw abortError(options.signal)
+        const window: Delivery[] = []
+        while (window.length < REPLAY_WINDOW && moved + window.length < max && scanned < total) {
+          const delivery = await transport.getOne(this.source)
+          if (delivery === undefined) {
+            exhausted = true
+            break
+          }
+          scanned++
+          if (filter === undefined || filter(this.#view(delivery))) window.push(delivery)
+          else {
+            left.push(delivery)
+            options.onProgress?.({ moved, scanned, total })
+          }
+        }
+        if (window.length === 0) continue
+        const results = await Promise.allSettled(
+          window.map((delivery) => transport.publish(this.#copy(delivery))),
+        )
+        const failures: unknown[] = []
+        results.forEach((result, i) => {
+          const delivery = window[i] as Delivery
+          if (result.status === 'fulfilled') {
+            // Confirmed and routed: only now is the original removed.
+            delivery.ack()
+            moved++
+          } else {
+            failures.push(result.reason)
+            delivery.nack(true)
+          }
+        })
+        options.onProgress?.({ moved, scanned, total })
+        if (failures.length > 0) {
+          throw new PublishFailedError(
+            `replay of '${this.source}' into '${this.target}' stopped: ${failures.length} of ${window.length} copies were not confirmed, so they stay on '${this.source}' (${moved} moved)`,
+            { cause: failures.length === 1 ? failures[0] : new AggregateError(failures) },
+          )
+        }
+      }
+    } finally {
+      // Back in their order: the last one first, since each goes back to the head.
+      for (let i = left.length - 1; i >= 0; i--) left[i]?.nack(true)
+    }
+    return moved
+  }
+
+  /**
+   * Looks at up to `count` messages at the head of the source queue without removing them:
+   * each is taken unacknowledged and put back where it was.
+   *
+   * @example
+   * ```ts
+   * for (const m of await replay.peek(5)) console.log(m.envelope.id, m.envelope.error)
+   * ```
+   */
+  async peek(count: number): Promise<ReplayMessage[]> {
+    if (!Number.isSafeInteger(count) || count < 0) {
+      throw new ConfigurationError(
+        `peek(count) must be a whole number of at least 0; got ${String(count)}`,
+      )
+    }
+    const transport = this.#transport('getOne')
+    this.#host.assertOpen()
+    const taken: Delivery[] = []
+    try {
+      while (taken.length < count) {
+        const delivery = await transport.getOne(this.source)
+        if (delivery === undefined) break
+        taken.push(delivery)
+      }
+      return taken.map((delivery) => this.#view(delivery))
+    } finally {
+      for (let i = taken.length - 1; i >= 0; i--) taken[i]?.nack(true)
+    }
+  }
+
+  #transport<K extends 'getOne' | 'queueLength'>(
+    operation: K,
+  ): Transport & Required<Pick<Transport, 'getOne' | 'queueLength'>> {
+    const transport = this.#host.transport
+    if (typeof transport.getOne !== 'function' || typeof transport.queueLength !== 'function') {
+      throw new AceMqError(
+        `the ${transport.kind} transport cannot ${operation === 'getOne' ? 'take messages one by one' : 'count a queue'}, so it cannot replay`,
+        { code: 'ACEMQ_UNSUPPORTED' },
+      )
+    }
+    return transport as Transport & Required<Pick<Transport, 'getOne' | 'queueLength'>>
+  }
+
+  #view(delivery: Delivery): ReplayMessage {
+    const { envelope, headers } = readEnvelope(delivery.headers, {
+      messageId: delivery.properties.messageId,
+      routingKey: delivery.routingKey,
+    })
+    const codecs = this.#host.codecs
+    const contentType = delivery.properties.contentType
+    return {
+      envelope,
+      headers,
+      body: delivery.body,
+      contentType,
+      replayCount: replayCountOf(delivery.headers),
+      get payload(): unknown {
+        const codec = codecs.find(contentType)
+        if (codec === undefined) {
+          throw new ConfigurationError(`no codec is registered for ${JSON.stringify(contentType)}`)
+        }
+        return codec.decode(delivery.body)
+      },
+    }
+  }
+
+  #copy(delivery: Delivery): Parameters<Transport['publish']>[0] {
+    const original = delivery.wireHeaders ?? delivery.headers
+    const { envelope } = readEnvelope(delivery.headers, {
+      messageId: delivery.properties.messageId,
+      routingKey: delivery.routingKey,
+    })
+    const count = replayCountOf(delivery.headers) + 1
+    const headers = writeCopyHeaders(original, {
+      ...envelope,
+      attempt: this.keepsAttempts ? envelope.attempt : 1,
+    }) as Record<string, unknown>
+    // Written anew below, in any letter case the original had them.
+    for (const key of Object.keys(headers)) {
+      const lower = key.toLowerCase()
+      if (
+        lower === LEGACY_REPLAY_COUNT_HEADER ||
+        lower === REPLAY_COUNT_HEADER ||
+        lower === REPLAYED_FROM_HEADER ||
+        lower === REPLAYED_AT_HEADER ||
+        lower === ENVELOPE_HEADERS.error
+      ) {
+        delete headers[key]
+      }
+    }
+    headers[REPLAYED_FROM_HEADER] = this.source
+    headers[REPLAYED_AT_HEADER] = rfc3339Seconds(new Date())
+    headers[REPLAY_COUNT_HEADER] = { '!': 'int', value: count }
+    return {
+      exchange: '',
+      routingKey: this.target,
+      body: delivery.body,
+      headers,
+      properties: { ...delivery.properties, messageId: envelope.id },
+      persistent: true,
+      mandatory: true,
+    }
+  }
+}
+
+/** `orders.placed.dlq` → `orders.placed`; `orders.placed.parked` → `orders.placed`. */
+function defaultTarget(source: string): string | undefined {
+  for (const suffix of ['.dlq', '.parked']) {
+    if (source.endsWith(suffix) && source.length > suffix.length) {
+      return source.slice(0, -suffix.length)
+    }
+  }
+  return undefined
+}
+
+/** The replay count a message carries: the current header, else the legacy one, else 0. */
+function replayCountOf(headers: Headers): number {
+  let current: number | undefined
+  let legacy: number | undefined
+  for (const key of Object.keys(headers)) {
+    const lower = key.toLowerCase()
+    if (lower === REPLAY_COUNT_HEADER) current = headerInteger(headers[key])
+    else if (lower === LEGACY_REPLAY_COUNT_HEADER) legacy = headerInteger(headers[key])
+  }
+  const count = current ?? legacy ?? 0
+  return Number.isSafeInteger(count) && count > 0 ? count : 0
+}
+
+/** `2026-12-03T08:15:42Z`: RFC 3339, UTC, to the second. */
+export function rfc3339Seconds(date: Date): string {
+  return `${date.toISOString().slice(0, 19)}Z`
+}

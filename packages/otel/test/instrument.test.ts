@@ -119,7 +119,7 @@ describe('instrument()', () => {
         async () =>
           (await otel.sum(ACEMQ_METRICS.consumeTotal, { queue: 'orders', outcome: 'acked' })) === 1,
         10_000,
-        'the message to be handled after the failed move',
+        'the message to be handled after the move was tried again',
       )
       expect(
         await otel.sum(ACEMQ_METRICS.retryRungMissing, {
@@ -127,8 +127,9 @@ describe('instrument()', () => {
           rung: 'orders.retry.100ms',
         }),
       ).toBe(1)
-      // The failed move handed the message back: that is a rejection, not a retry.
-      expect(await otel.sum(ACEMQ_METRICS.messagesRetriedTotal)).toBe(0)
+      // The engine declared the rung again and the held copy went through: one retry.
+      expect(await otel.sum(ACEMQ_METRICS.messagesRetriedTotal)).toBe(1)
+      expect(transport.hasQueue('orders.retry.100ms')).toBe(true)
     } finally {
       uninstall()
       await mq.close({ drainTimeout: 1_000 })

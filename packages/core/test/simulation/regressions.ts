@@ -1,0 +1,379 @@
+import { expect } from 'vitest'
+import type { Behaviour, Event, MessagePlan, QueueConfig, Schedule } from './schedule.js'
+import type { MessageRecord, World } from './simulation.js'
+
+/** A named schedule, run through the same harness, and what it must show beyond the invariants. */
+export interface Regression {
+  readonly name: string
+  readonly schedule: Schedule
+  readonly check?: (world: World) => void
+}
+
+const queue = (changes: Partial<QueueConfig> = {}): QueueConfig => ({
+  type: 'classic',
+  deliveryLimit: undefined,
+  consumerTimeoutMs: undefined,
+  retry: { kind: 'none', delayMs: 1_000 },
+  idempotent: false,
+  claimTimeoutMs: 30_000,
+  storeTimeoutMs: 2_000,
+  inProgressDelayMs: 100,
+  heldTimeoutMs: 15_000,
+  consumers: [{ prefetch: 5, concurrency: 2 }],
+  ...changes,
+})
+
+const message = (script: Behaviour[], at = 0, changes: Partial<MessagePlan> = {}): MessagePlan => ({
+  queue: 0,
+  at,
+  script,
+  foreign: false,
+  ...changes,
+})
+
+const schedule = (
+  queues: QueueConfig[],
+  messages: MessagePlan[],
+  events: [number, Event][] = [],
+  finalDrainMs = 30_000,
+): Schedule => ({
+  seed: 1,
+  queues,
+  messages,
+  events: events.map(([at, event]) => ({ at, event })),
+  finalDrainMs,
+})
+
+const ok: Behaviour = { kind: 'ok' }
+
+/** Every message ran its handler to a success whose ack was written. */
+function allAckedAfterSuccess(world: World): void {
+  for (const record of world.messages.values()) {
+    if (record.queueIndex === undefined) continue
+    const acked = record.runs.some((r) => r.succeeded && r.delivery?.written?.kind === 'ack')
+    expect(acked, `${record.id} acked after a success`).toBe(true)
+  }
+}
+
+function runsOf(world: World, id: string): MessageRecord {
+  const record = world.messages.get(id)
+  if (record === undefined) throw new Error(`no message ${id}`)
+  return record
+}
+
+/**
+ * The issue's items, each as a schedule that exercises it, plus the simulation's own findings
+ * still open (sim-findings.md): those fail until the engine is fixed.
+ */
+export const regressions: readonly Regression[] = [
+  {
+    name: '(1) only the publishing connection drops while deliveries are held: they are handled once consuming resumes',
+    schedule: schedule(
+      [queue()],
+      [message([ok], 10), message([ok], 10), message([ok], 10)],
+      [
+        [0, { kind: 'pause' }],
+        [100, { kind: 'connection-loss', which: 'publish', outageMs: 1_000 }],
+        [2_000, { kind: 'resume' }],
+      ],
+    ),
+    check: allAckedAfterSuccess,
+  },
+  {
+    name: '(2) a move whose copy comes back unroutable is held and tried again in process, never requeued through the delivery limit',
+    schedule: schedule(
+      [queue({ type: 'quorum', deliveryLimit: 2 })],
+      [message([{ kind: 'park' }], 10)],
+      [[0, { kind: 'unroutable', queue: 0, target: 'parked', forMs: 40_000 }]],
+    ),
+    check(world) {
+      const deliveries = world.transport.deliveries.filter((d) => d.id === 'm0')
+      expect(deliveries).toHaveLength(1)
+      expect(deliveries[0]?.written).toMatchObject({ kind: 'ack' })
+      expect(world.transport.inner.peek('sim.q0.parked')).toHaveLength(1)
+      expect(world.transport.inner.peek('sim.q0.dlq')).toHaveLength(0)
+    },
+  },
+  {
+    name: '(2) a move whose copy is nacked is held and tried again, never requeued',
+    schedule: schedule(
+      [queue({ type: 'quorum', deliveryLimit: 2 })],
+      [message([{ kind: 'dead-letter' }], 10)],
+      [[0, { kind: 'nack', count: 3, lane: 'engine' }]],
+    ),
+    check(world) {
+      expect(world.transport.deliveries.filter((d) => d.id === 'm0')).toHaveLength(1)
+      expect(world.transport.inner.peek('sim.q0.dlq')).toHaveLength(1)
+    },
+  },
+  {
+    name: '(3) close() while a handler publishes: the publish is confirmed and the handler acked',
+    schedule: schedule(
+      [queue()],
+      [message([{ kind: 'publish', to: 'sink', afterMs: 2_000 }], 10)],
+      [[500, { kind: 'close', drainMs: 10_000 }]],
+    ),
+    check(world) {
+      expect(runsOf(world, 'm0>1').publish?.outcome).toBe('confirmed')
+      expect(world.transport.inner.peek('sim.sink')).toHaveLength(1)
+      allAckedAfterSuccess({ ...world, messages: new Map([['m0', runsOf(world, 'm0')]]) })
+    },
+  },
+  {
+    name: '(4) drainConsumers() from inside a handler waits for the other handler, not for itself',
+    schedule: schedule(
+      [queue()],
+      [
+        message([{ kind: 'stubborn', ms: 3_000 }], 0),
+        message([{ kind: 'drain', timeoutMs: 30_000 }], 10),
+      ],
+    ),
+    check(world) {
+      const drain = world.drains.find((d) => d.inside === 'm1')
+      expect(drain).toMatchObject({ result: true, ended: 3_000 })
+    },
+  },
+  {
+    name: '(4) close() from inside a handler waits for the other handler, and the caller is acked',
+    schedule: schedule(
+      [queue()],
+      [
+        message([{ kind: 'stubborn', ms: 3_000 }], 0),
+        message([{ kind: 'close', drainMs: 30_000 }], 10),
+      ],
+    ),
+    check: allAckedAfterSuccess,
+  },
+  {
+    name: '(4) a delivery started from inside a handler (its publish) does not borrow its identity: a drain waits for both',
+    schedule: schedule(
+      [queue({ consumers: [{ prefetch: 5, concurrency: 2 }] })],
+      [message([{ kind: 'publish', to: 0, afterMs: 0 }, ok], 0)],
+      [[5, { kind: 'drain', timeoutMs: 60_000, abortAfterMs: undefined }]],
+    ),
+    check(world) {
+      expect(world.drains[0]?.result).toBe(true)
+      allAckedAfterSuccess(world)
+    },
+  },
+  {
+    name: '(5) an application publish to a missing exchange fails none of the engine’s moves',
+    schedule: schedule(
+      [queue()],
+      [message([{ kind: 'dead-letter' }], 10)],
+      [
+        [0, { kind: 'late-confirm', count: 3, delayMs: 1_000 }],
+        [11, { kind: 'missing-exchange-publish' }],
+      ],
+    ),
+    check(world) {
+      const copy = world.transport.publishes.find((p) => p.routingKey === 'sim.q0.dlq')
+      expect(copy).toMatchObject({ lane: 'engine', outcome: 'confirmed' })
+      expect(world.transport.inner.peek('sim.q0.dlq')).toHaveLength(1)
+    },
+  },
+  {
+    name: '(6)(7) retry and dead-letter copies keep unknown x-acemq-* headers and typed integer widths',
+    schedule: schedule(
+      [queue({ retry: { kind: 'none', delayMs: 10 } })],
+      [message([{ kind: 'throw' }, { kind: 'dead-letter' }], 0, { foreign: true })],
+    ),
+    check(world) {
+      const copies = world.transport.publishes.filter((p) => p.id === 'm0' && !p.byHarness)
+      expect(copies.map((c) => c.routingKey)).toEqual(['sim.q0', 'sim.q0.dlq'])
+    },
+  },
+  {
+    name: '(8) a channel closing: deliveries buffered on it never run, and each runs once when redelivered',
+    schedule: schedule(
+      [queue({ consumers: [{ prefetch: 5, concurrency: 1 }] })],
+      [message([{ kind: 'stubborn', ms: 1_000 }]), message([ok]), message([ok]), message([ok])],
+      [[500, { kind: 'channel-close', queue: 0 }]],
+    ),
+    check(world) {
+      for (const id of ['m1', 'm2', 'm3']) expect(runsOf(world, id).runs).toHaveLength(1)
+    },
+  },
+  {
+    name: '(8) the consumer timeout closes the channel under a slow handler: its buffered deliveries never run there',
+    schedule: schedule(
+      [queue({ consumerTimeoutMs: 2_000, consumers: [{ prefetch: 5, concurrency: 1 }] })],
+      [message([{ kind: 'stubborn', ms: 3_000 }, ok]), message([ok]), message([ok])],
+    ),
+    check(world) {
+      expect(world.transport.subscriptions.some((s) => s.consumerTimeouts > 0)).toBe(true)
+      allAckedAfterSuccess(world)
+    },
+  },
+  {
+    name: '(8) a pause longer than the consumer timeout hands held deliveries back (withHeldTimeout) and never times out',
+    schedule: schedule(
+      [queue({ consumerTimeoutMs: 60_000, heldTimeoutMs: 15_000 })],
+      [message([ok], 10), message([ok], 10)],
+      [
+        [0, { kind: 'pause' }],
+        [120_000, { kind: 'resume' }],
+      ],
+    ),
+    check(world) {
+      expect(world.transport.subscriptions.every((s) => s.consumerTimeouts === 0)).toBe(true)
+      allAckedAfterSuccess(world)
+    },
+  },
+  {
+    name: '(9) a stale claim owner’s late release never frees the newer claim',
+    schedule: schedule(
+      [
+        queue({
+          idempotent: true,
+          claimTimeoutMs: 30_000,
+          consumers: [
+            { prefetch: 1, concurrency: 1 },
+            { prefetch: 1, concurrency: 1 },
+          ],
+        }),
+      ],
+      [message([{ kind: 'fail-after', ms: 40_000 }, { kind: 'stubborn', ms: 20_000 }, ok])],
+      [[1_000, { kind: 'channel-close', queue: 0 }]],
+    ),
+    check(world) {
+      // The first owner failed at 40 s and released late; the second, holding the claim since
+      // its lease lapsed, succeeded alone.
+      const runs = runsOf(world, 'm0').runs
+      expect(runs.filter((r) => r.succeeded)).toHaveLength(1)
+      expect(runs).toHaveLength(2)
+      expect(runs[0]?.claim?.releasedAt).toBe(40_000)
+      expect(runs[1]?.claim?.confirmedAt).toBeGreaterThan(40_000)
+    },
+  },
+  {
+    name: '(11) a retry wait does not count in inFlight, and a drain hands it back at once',
+    schedule: schedule(
+      [queue()],
+      [message([{ kind: 'retry', delayMs: 3_600_000 }, ok], 0)],
+      [[1_000, { kind: 'drain', timeoutMs: 3_000_000_000, abortAfterMs: undefined }]],
+    ),
+    check(world) {
+      expect(world.drains[0]).toMatchObject({ result: true, began: 1_000, ended: 1_000 })
+    },
+  },
+  {
+    name: '(12) a retry wait does not occupy the handler slot',
+    schedule: schedule(
+      [queue({ consumers: [{ prefetch: 5, concurrency: 1 }] })],
+      [message([{ kind: 'retry', delayMs: 3_600_000 }, ok], 0), message([ok], 100)],
+    ),
+    check(world) {
+      expect(runsOf(world, 'm1').runs[0]?.startedAt).toBe(100)
+    },
+  },
+  {
+    name: '(13) a handler’s own return value with a kind field is an accept',
+    schedule: schedule(
+      [queue({ retry: { kind: 'fixed', attempts: 3, delayMs: 10 } })],
+      (['release', 'park', 'dead-letter', 'retry'] as const).map((value) =>
+        message([{ kind: 'odd', value }]),
+      ),
+    ),
+    check(world) {
+      allAckedAfterSuccess(world)
+      for (const record of world.messages.values()) expect(record.runs).toHaveLength(1)
+    },
+  },
+  {
+    name: '(14) a drain of 35 days waits for the handler: it does not answer after 1 ms',
+    schedule: schedule(
+      [queue()],
+      [message([{ kind: 'stubborn', ms: 40_000 }], 0)],
+      [[10, { kind: 'drain', timeoutMs: 3_000_000_000, abortAfterMs: undefined }]],
+    ),
+    check(world) {
+      expect(world.drains[0]).toMatchObject({ result: true, ended: 40_000 })
+    },
+  },
+  {
+    name: '(14) a retry delay of 35 days waits: the message is not retried at once',
+    schedule: schedule(
+      [queue()],
+      [message([{ kind: 'retry', delayMs: 3_000_000_000 }, ok], 0)],
+      [],
+      0,
+    ),
+    check(world) {
+      expect(runsOf(world, 'm0').runs).toHaveLength(1)
+      expect(world.transport.inner.peek('sim.q0')).toHaveLength(1)
+    },
+  },
+  {
+    name: '(16) hung store calls time out (withStoreTimeout): the message is handled once the store answers',
+    schedule: schedule(
+      [queue({ idempotent: true, storeTimeoutMs: 200 })],
+      [message([ok], 10)],
+      [[0, { kind: 'store-fault', op: 'claim', fault: 'hang', count: 2, delayMs: 0 }]],
+    ),
+    check: allAckedAfterSuccess,
+  },
+  {
+    name: '(16) a confirm that hangs times out and is tried again; the message is acked once',
+    schedule: schedule(
+      [queue({ idempotent: true, storeTimeoutMs: 200 })],
+      [message([ok], 10)],
+      [[0, { kind: 'store-fault', op: 'confirm', fault: 'hang', count: 2, delayMs: 0 }]],
+    ),
+    check(world) {
+      allAckedAfterSuccess(world)
+      expect(runsOf(world, 'm0').runs).toHaveLength(1)
+    },
+  },
+  {
+    name: 'finding 4: two handlers that drain from inside do not wait for each other',
+    schedule: schedule(
+      [queue({ consumers: [{ prefetch: 5, concurrency: 2 }] })],
+      [
+        message([{ kind: 'drain', timeoutMs: 3_000_000_000, afterMs: 100 }]),
+        message([{ kind: 'drain', timeoutMs: 3_000_000_000, afterMs: 100 }]),
+      ],
+    ),
+    check(world) {
+      for (const drain of world.drains) expect(drain).toMatchObject({ result: true, ended: 100 })
+    },
+  },
+  {
+    name: 'finding 4: a handler closing its consumer and another closing the connection do not wait for each other',
+    schedule: schedule(
+      [queue({ consumers: [{ prefetch: 5, concurrency: 2 }] })],
+      [
+        message([{ kind: 'close-consumer', drainMs: 3_000_000_000, afterMs: 100 }]),
+        message([{ kind: 'close', drainMs: 3_000_000_000, afterMs: 100 }]),
+      ],
+    ),
+    check: allAckedAfterSuccess,
+  },
+  {
+    name: 'finding 5: a drain called from a handler answers when the connection closes under it',
+    schedule: {
+      seed: 1819796069,
+      queues: [
+        queue({
+          consumerTimeoutMs: 60_000,
+          heldTimeoutMs: 1_000,
+          storeTimeoutMs: 200,
+          consumers: [{ prefetch: 3, concurrency: 3 }],
+        }),
+      ],
+      messages: [
+        message([
+          { kind: 'throw' },
+          { kind: 'drain', timeoutMs: 3_000_000_000 },
+          { kind: 'odd', value: 'release' },
+        ]),
+        message([ok]),
+      ],
+      events: [
+        { at: 0, event: { kind: 'late-confirm', count: 1, delayMs: 20_000 } },
+        { at: 1_001, event: { kind: 'close', drainMs: 0 } },
+      ],
+      finalDrainMs: 0,
+    },
+  },
+]

@@ -24,6 +24,8 @@ import {
 import { OutboxRelay, type OutboxRelayOptions } from './outbox/outbox-relay.js'
 import type { OutboxStore } from './outbox/outbox-store.js'
 import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
+import { orderedRegistry, type OrderedHost } from './ordered/ordered-host.js'
+import { OrderedQueueBuilder, type OrderedQueue } from './ordered/ordered-queue.js'
 import { Replay } from './replay/replay.js'
 import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
@@ -311,6 +313,59 @@ export class AceMq implements AsyncDisposable {
       },
       queue,
     )
+  }
+
+  /**
+   * Describes an ordered queue: messages with the same key are handled one at a time, in the
+   * order they were sent, on the key's partition `{name}.{p}`; the partitions run in parallel.
+   * `declare()` checks the broker, declares the partitions and registers `ordered:{name}` in
+   * health.
+   *
+   * @example
+   * ```ts
+   * const ledger = await mq.ordered<Entry>('ledger')
+   *   .partitions(8)
+   *   .keyedBy((entry) => entry.account)
+   *   .onFailure('stop', { attempts: 3, delay: '1s' })
+   *   .declare()
+   * await ledger.send({ account: 'acct-7', amount: 10 })
+   * await ledger.consume(async (message) => { await book(message.payload) })
+   * ```
+   */
+  ordered<T = unknown>(name: string): OrderedQueueBuilder<T> {
+    return new OrderedQueueBuilder<T>(this.#orderedHost, name)
+  }
+
+  /** The ordered queues declared on this connection, each reporting `ordered:{name}` in health. */
+  get orderedQueues(): readonly OrderedQueue<unknown>[] {
+    const queues: OrderedQueue<unknown>[] = []
+    for (const queue of orderedRegistry(this).values()) {
+      if (queue !== null) queues.push(queue as OrderedQueue<unknown>)
+    }
+    return queues
+  }
+
+  get #orderedHost(): OrderedHost {
+    return {
+      owner: this,
+      transport: this.transport,
+      publisher: (queue) => this.publisher('', queue),
+      registerHealth: (contributor) => this.registerHealth(contributor),
+      startConsumer: async (queue, options, handler, inPlace) => {
+        this.#assertOpen()
+        const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, inPlace)
+        this.#consumers.add(consumer)
+        try {
+          await consumer.start()
+        } catch (error) {
+          this.#consumers.delete(consumer)
+          throw error
+        }
+        return consumer
+      },
+      assertOpen: () => this.#assertOpen(),
+      reportError: (error, context) => this.#reportError(error, context),
+    }
   }
 
   /**

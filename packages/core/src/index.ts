@@ -35,6 +35,21 @@ export {
   type ReplayProgress,
   type ReplayRunOptions,
 } from './replay/replay.js'
+export {
+  OrderedConsumer,
+  OrderedQueue,
+  OrderedQueueBuilder,
+  DEFAULT_ORDERED_ATTEMPTS,
+  DEFAULT_ORDERED_RETRY_DELAY,
+  type FailureMode,
+  type OnFailureOptions,
+} from './ordered/ordered-queue.js'
+export {
+  DEFAULT_PARTITIONS,
+  MAX_PARTITIONS,
+  partitionFor,
+  partitionHash,
+} from './ordered/partition.js'
 export * from './retry/queue-names.js'
 export * from './retry/retry-policy.js'
 export * from './telemetry/instrumentation.js'

@@ -25,11 +25,12 @@ import type {
 import {
   DEFAULT_CONNECT_TIMEOUT,
   DEFAULT_HEARTBEAT,
+  DEFAULT_NODE_ORDER,
   DEFAULT_RECOVERY_INITIAL_DELAY,
   DEFAULT_RECOVERY_MAX_DELAY,
 } from './amqp-transport-options.js'
 import type {
-  AmqpConnectTarget,
+  AmqpConnectTargets,
   AmqpTransportLogger,
   AmqpTransportOptions,
 } from './amqp-transport-options.js'
@@ -44,10 +45,11 @@ import {
   replyCode,
   validateDeclaration,
 } from './internal/declarations.js'
-import { resolveEndpoint } from './internal/endpoint.js'
-import type { Endpoint } from './internal/endpoint.js'
+import { resolveNodes } from './internal/endpoint.js'
+import type { NodeSet } from './internal/endpoint.js'
 import { ManagedConnection } from './internal/managed-connection.js'
 import type { Backoff } from './internal/managed-connection.js'
+import { validNodeOrder } from './internal/node-order.js'
 import { Permits } from './internal/permits.js'
 import { scrubSecrets } from './internal/secrets.js'
 import { AmqpSubscription } from './internal/subscription.js'
@@ -129,10 +131,7 @@ function positiveInteger(value: number, name: string): number {
 export class AmqpTransport implements Transport, AsyncDisposable {
   /** Always `amqp`. */
   readonly kind = 'amqp'
-  /** The broker address with its password replaced by `***`. */
-  readonly description: string
-
-  readonly #endpoint: Endpoint
+  readonly #endpoint: NodeSet
   readonly #logger: AmqpTransportLogger
   readonly #lanes: Readonly<Record<LaneName, PublishLane>>
   /** Exchanges a passive check (or our own declaration) has found; '' always exists. */
@@ -164,7 +163,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
    * const transport = new AmqpTransport({ hostname: 'rabbit', username: 'app', password: 's3cret' })
    * ```
    */
-  constructor(url: AmqpConnectTarget, options: AmqpTransportOptions = {}) {
+  constructor(url: AmqpConnectTargets, options: AmqpTransportOptions = {}) {
     const maxUnconfirmed = positiveInteger(
       options.maxUnconfirmed ?? DEFAULT_MAX_UNCONFIRMED,
       'maxUnconfirmed',
@@ -204,14 +203,15 @@ export class AmqpTransport implements Transport, AsyncDisposable {
         `connectionName must be a non-empty string; got ${JSON.stringify(connectionName)}`,
       )
     }
-    this.#endpoint = resolveEndpoint(url, {
+    const nodeOrder = validNodeOrder(options.nodeOrder ?? DEFAULT_NODE_ORDER)
+    this.#endpoint = resolveNodes(url, {
       heartbeatSeconds: Math.ceil(heartbeatMs / 1_000),
       heartbeatExplicit: options.heartbeat !== undefined,
       connectionName,
       connectTimeoutMs,
       socketOptions: options.socketOptions,
+      tls: options.tls,
     })
-    this.description = this.#endpoint.description
     this.#logger = options.logger ?? CONSOLE_LOGGER
     const lane = (name: LaneName): PublishLane => ({
       name,
@@ -228,6 +228,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
     this.#publishConnection = new ManagedConnection(
       'publish',
       this.#endpoint,
+      nodeOrder,
       backoff,
       connectTimeoutMs,
       {
@@ -242,6 +243,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
     this.#consumeConnection = new ManagedConnection(
       'consume',
       this.#endpoint,
+      nodeOrder,
       backoff,
       connectTimeoutMs,
       {
@@ -266,6 +268,46 @@ export class AmqpTransport implements Transport, AsyncDisposable {
       scrub: (error) => this.#safeError(error),
       warn: (message) => this.#warn(message),
     }
+  }
+
+  /**
+   * Where the transport connects, with every password replaced by `***`: the URL of its one
+   * node; for a list of nodes, the node each connection is on
+   * (`publish on amqp://app:***@rabbit-1:5672, consume on amqp://app:***@rabbit-3:5672 (nodes: rabbit-1:5672, rabbit-2:5672, rabbit-3:5672)`,
+   * a connection being recovered shows as `publish recovering`), or `one of <each node>`
+   * before connecting and after closing. Health shows it as the `transport` detail.
+   *
+   * @example
+   * ```ts
+   * console.log(transport.description) // 'amqp://app:***@rabbit:5672/orders'
+   * ```
+   */
+  get description(): string {
+    const { nodes } = this.#endpoint
+    if (nodes.length === 1 || this.#phase !== 'connected') return this.#endpoint.description
+    const { publish, consume } = this.connectedNodes
+    const on = (role: string, node: string | undefined): string =>
+      node === undefined ? `${role} recovering` : `${role} on ${node}`
+    return `${on('publish', publish)}, ${on('consume', consume)} (nodes: ${nodes.map((node) => node.address).join(', ')})`
+  }
+
+  /**
+   * The node each connection is on (its URL without the password), `undefined` for one that
+   * is not open (before connecting, while recovering, after closing).
+   *
+   * @example
+   * ```ts
+   * const { publish, consume } = transport.connectedNodes // 'amqp://app:***@rabbit-2:5672', ...
+   * ```
+   */
+  get connectedNodes(): {
+    readonly publish: string | undefined
+    readonly consume: string | undefined
+  } {
+    return Object.freeze({
+      publish: this.#publishConnection.node?.description,
+      consume: this.#consumeConnection.node?.description,
+    })
   }
 
   /**

@@ -3,12 +3,16 @@ export { AmqpTransport, EXCHANGE_NOT_FOUND } from './amqp-transport.js'
 export {
   DEFAULT_CONNECT_TIMEOUT,
   DEFAULT_HEARTBEAT,
+  DEFAULT_NODE_ORDER,
   DEFAULT_RECOVERY_INITIAL_DELAY,
   DEFAULT_RECOVERY_MAX_DELAY,
 } from './amqp-transport-options.js'
 export type {
   AmqpConnectTarget,
+  AmqpConnectTargets,
+  AmqpNodeOrder,
   AmqpRecoveryOptions,
+  AmqpTlsOptions,
   AmqpTransportLogger,
   AmqpTransportOptions,
 } from './amqp-transport-options.js'

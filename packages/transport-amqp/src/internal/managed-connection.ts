@@ -1,9 +1,13 @@
 import amqplib from 'amqplib'
 import type { ChannelModel } from 'amqplib'
 import { AceMqError, describeError } from '@acemq/core'
-import type { ConnectionRole, Endpoint } from './endpoint.js'
+import type { AmqpNodeOrder } from '../amqp-transport-options.js'
+import type { ConnectionRole, Endpoint, NodeSet } from './endpoint.js'
 import { sanitizeError, scrubSecrets } from './secrets.js'
 import { backoffDelay, closeModelQuietly } from './amqp-helpers.js'
+import { watchHeartbeats } from './heartbeat-watchdog.js'
+import { attemptOrder } from './node-order.js'
+import { describeTlsFailure } from './tls-failure.js'
 
 /** Reconnect backoff in milliseconds, or `undefined` when recovery is off. */
 export interface Backoff {
@@ -34,13 +38,19 @@ type State = 'idle' | 'connecting' | 'open' | 'recovering' | 'closed'
  * reconnect attempts with exponential backoff until `close()`. Every connection gets `error`
  * and `handler-error` listeners, so a broker-side failure never becomes an uncaught exception.
  *
+ * With several nodes (a cluster), each attempt tries them one after another (see
+ * {@link attemptOrder}: the node just lost goes last) until one answers; the backoff waits
+ * between rounds. While heartbeats are on, a broker that stops sending without closing the
+ * socket is noticed by {@link watchHeartbeats} and the connection counts as lost.
+ *
  * The reconnect timer is deliberately **not** `unref()`ed: an open connection keeps the process
  * alive, and so must one that is coming back, or a consumer-only service would exit with code 0
  * in the middle of a broker restart. `close()` clears it.
  */
 export class ManagedConnection {
   readonly #role: ConnectionRole
-  readonly #endpoint: Endpoint
+  readonly #nodes: NodeSet
+  readonly #order: AmqpNodeOrder
   readonly #backoff: Backoff | undefined
   readonly #connectTimeoutMs: number
   readonly #hooks: ConnectionHooks
@@ -49,17 +59,22 @@ export class ManagedConnection {
   #timer: NodeJS.Timeout | undefined
   #attempt = 0
   #lastError: Error | undefined
+  /** The node of `#model`; after a loss, the node lost (tried last next time). */
+  #node: Endpoint | undefined
+  #stopWatching: () => void = () => undefined
   readonly #losses = new WeakMap<ChannelModel, Error>()
 
   constructor(
     role: ConnectionRole,
-    endpoint: Endpoint,
+    nodes: NodeSet,
+    order: AmqpNodeOrder,
     backoff: Backoff | undefined,
     connectTimeoutMs: number,
     hooks: ConnectionHooks,
   ) {
     this.#role = role
-    this.#endpoint = endpoint
+    this.#nodes = nodes
+    this.#order = order
     this.#backoff = backoff
     this.#connectTimeoutMs = connectTimeoutMs
     this.#hooks = hooks
@@ -75,6 +90,11 @@ export class ManagedConnection {
     return this.#model
   }
 
+  /** The node the connection is on while it is open. */
+  get node(): Endpoint | undefined {
+    return this.isOpen ? this.#node : undefined
+  }
+
   /** Why `model` (a connection this one held) was lost, once it has been: not scrubbed. */
   lossOf(model: ChannelModel): Error | undefined {
     return this.#losses.get(model)
@@ -85,11 +105,12 @@ export class ManagedConnection {
     if (this.#state !== 'idle') throw new AceMqError('the connection was already opened')
     this.#state = 'connecting'
     let model: ChannelModel
+    let node: Endpoint
     try {
-      model = await this.#connect()
+      ;({ model, node } = await this.#connectToAny(undefined, true))
     } catch (error) {
       if (this.#state === 'connecting') this.#state = 'idle'
-      throw this.#connectFailed(error)
+      throw error
     }
     if (this.#closed()) {
       await closeModelQuietly(model)
@@ -97,17 +118,17 @@ export class ManagedConnection {
         code: 'ACEMQ_CLOSED',
       })
     }
-    this.#adopt(model)
+    this.#adopt(model, node)
     try {
       await this.#hooks.setup(model)
     } catch (error) {
       this.#drop(model)
       if (!this.#closed()) this.#state = 'idle'
-      throw error instanceof AceMqError ? error : this.#connectFailed(error)
+      throw error instanceof AceMqError ? error : this.#connectFailed(node, error)
     }
     if (this.#model !== model) {
       throw new AceMqError(
-        `the ${this.#role} connection to ${this.#endpoint.description} was lost while it was being set up`,
+        `the ${this.#role} connection to ${node.description} was lost while it was being set up`,
         { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(this.#lastError) },
       )
     }
@@ -122,6 +143,7 @@ export class ManagedConnection {
       clearTimeout(this.#timer)
       this.#timer = undefined
     }
+    this.#stopWatching()
     const model = this.#model
     this.#model = undefined
     if (model !== undefined) await closeModelQuietly(model)
@@ -133,19 +155,61 @@ export class ManagedConnection {
   }
 
   #safe(error: unknown): unknown {
-    return sanitizeError(error, this.#endpoint.secrets)
+    return sanitizeError(error, this.#nodes.secrets)
   }
 
-  #connectFailed(error: unknown): AceMqError {
-    const reason = scrubSecrets(describeError(error), this.#endpoint.secrets)
+  /** Why connecting to a node failed, in words, without a secret (TLS refusals explained). */
+  #reason(error: unknown): string {
+    return scrubSecrets(describeTlsFailure(error) ?? describeError(error), this.#nodes.secrets)
+  }
+
+  #connectFailed(node: Endpoint, error: unknown): AceMqError {
     return new AceMqError(
-      `could not open the ${this.#role} connection to ${this.#endpoint.description}: ${reason}`,
+      `could not open the ${this.#role} connection to ${node.description}: ${this.#reason(error)}`,
       { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(error) },
     )
   }
 
-  async #connect(): Promise<ChannelModel> {
-    const { target, socketOptions } = this.#endpoint.connectArguments(this.#role)
+  /**
+   * Tries the nodes one after another (the one lost last) until one answers. Fails with an
+   * error naming every node's failure when none does.
+   */
+  async #connectToAny(
+    lost: Endpoint | undefined,
+    first: boolean,
+  ): Promise<{ model: ChannelModel; node: Endpoint }> {
+    const order = attemptOrder(this.#nodes.nodes, this.#order, lost)
+    const failures: { node: Endpoint; error: unknown }[] = []
+    for (const node of order) {
+      if (this.#closed() || (!first && this.#state !== 'recovering')) break
+      try {
+        const model = await this.#connect(node)
+        if (failures.length > 0) {
+          this.#hooks.warn(
+            `the ${this.#role} connection is on ${node.description}; ${failures.map((failure) => `${failure.node.description} failed: ${this.#reason(failure.error)}`).join('; ')}`,
+          )
+        }
+        return { model, node }
+      } catch (error) {
+        failures.push({ node, error })
+      }
+    }
+    const [only] = failures
+    if (failures.length === 1 && only !== undefined)
+      throw this.#connectFailed(only.node, only.error)
+    if (failures.length === 0) {
+      throw new AceMqError(`the ${this.#role} connection was closed while it was opening`, {
+        code: 'ACEMQ_CLOSED',
+      })
+    }
+    throw new AceMqError(
+      `could not open the ${this.#role} connection to any of the ${failures.length} nodes: ${failures.map((failure) => `${failure.node.description}: ${this.#reason(failure.error)}`).join('; ')}`,
+      { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(failures.at(-1)?.error) },
+    )
+  }
+
+  async #connect(node: Endpoint): Promise<ChannelModel> {
+    const { target, socketOptions } = node.connectArguments(this.#role)
     const attempt = amqplib.connect(target, socketOptions)
     // amqplib's socket timeout covers a silent peer; this deadline also covers a handshake that
     // keeps trickling bytes. A connection that opens after the deadline is closed at once.
@@ -164,9 +228,16 @@ export class ManagedConnection {
     }
   }
 
-  #adopt(model: ChannelModel): void {
+  #adopt(model: ChannelModel, node: Endpoint): void {
     this.#model = model
+    this.#node = node
     this.#lastError = undefined
+    this.#stopWatching()
+    this.#stopWatching = watchHeartbeats(model, (message) => {
+      if (this.#model === model) {
+        this.#hooks.warn(`the ${this.#role} connection to ${node.description}: ${message}`)
+      }
+    })
     model.on('error', (error: Error) => {
       if (this.#model === model) this.#lastError = error
     })
@@ -186,7 +257,10 @@ export class ManagedConnection {
 
   /** Forgets `model` without treating it as a loss, and closes it. */
   #drop(model: ChannelModel): void {
-    if (this.#model === model) this.#model = undefined
+    if (this.#model === model) {
+      this.#model = undefined
+      this.#stopWatching()
+    }
     void closeModelQuietly(model)
   }
 
@@ -194,6 +268,7 @@ export class ManagedConnection {
     if (error !== undefined) this.#losses.set(model, error)
     if (this.#model !== model) return
     this.#model = undefined
+    this.#stopWatching()
     if (this.#state === 'closed') return
     // The first connect reports its own failure (open() sees the model is gone).
     if (this.#state === 'connecting') {
@@ -222,12 +297,13 @@ export class ManagedConnection {
   async #reconnect(): Promise<void> {
     if (this.#state !== 'recovering') return
     let model: ChannelModel
+    let node: Endpoint
     try {
-      model = await this.#connect()
+      ;({ model, node } = await this.#connectToAny(this.#node, false))
     } catch (error) {
       if (this.#attempt === 1) {
         this.#hooks.warn(
-          `reconnecting the ${this.#role} connection failed (will keep trying): ${scrubSecrets(describeError(error), this.#endpoint.secrets)}`,
+          `reconnecting the ${this.#role} connection failed (will keep trying): ${scrubSecrets(describeError(error), this.#nodes.secrets)}`,
         )
       }
       this.#schedule()
@@ -237,13 +313,13 @@ export class ManagedConnection {
       await closeModelQuietly(model)
       return
     }
-    this.#adopt(model)
+    this.#adopt(model, node)
     try {
       await this.#hooks.setup(model)
     } catch (error) {
       if (this.#model === model) {
         this.#hooks.warn(
-          `setting up the recovered ${this.#role} connection failed (will retry): ${scrubSecrets(describeError(error), this.#endpoint.secrets)}`,
+          `setting up the recovered ${this.#role} connection on ${node.description} failed (will retry): ${scrubSecrets(describeError(error), this.#nodes.secrets)}`,
         )
         this.#drop(model)
         this.#schedule()

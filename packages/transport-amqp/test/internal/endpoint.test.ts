@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ConfigurationError } from '@acemq/core'
-import { resolveEndpoint } from '../../src/internal/endpoint.js'
+import { resolveEndpoint, resolveNodes } from '../../src/internal/endpoint.js'
 import type { EndpointSettings } from '../../src/internal/endpoint.js'
 
 const settings: EndpointSettings = {
@@ -81,5 +81,67 @@ describe('resolveEndpoint', () => {
     )
     expect(() => resolveEndpoint('rabbit:5672', settings)).toThrow(/amqp/)
     expect(() => resolveEndpoint({ protocol: 'http' }, settings)).toThrow(/url\.protocol/)
+  })
+})
+
+describe('resolveNodes', () => {
+  it('takes a list of nodes, each with its own address and secrets, shown without passwords', () => {
+    const set = resolveNodes(
+      ['amqp://app:one@rabbit-1:5672', { hostname: 'rabbit-2', username: 'app', password: 'two' }],
+      settings,
+    )
+    expect(set.nodes.map((node) => node.address)).toEqual(['rabbit-1:5672', 'rabbit-2:5672'])
+    expect(set.description).toBe(
+      'one of amqp://app:***@rabbit-1:5672, amqp://app:***@rabbit-2:5672',
+    )
+    expect(set.secrets).toEqual(expect.arrayContaining(['one', 'two']))
+    expect(set.nodes[1]?.connectArguments('publish').target).toMatchObject({ hostname: 'rabbit-2' })
+    expect(resolveNodes(['amqp://rabbit-1'], settings).description).toBe('amqp://rabbit-1')
+  })
+
+  it('refuses TLS options for a node that is not amqps://, so they are never quietly ignored', () => {
+    const tls = { ...settings, tls: { servername: 'rabbit.internal' } }
+    expect(() => resolveNodes('amqp://rabbit', tls)).toThrow(/is not amqps:\/\//)
+    expect(() => resolveNodes(['amqps://rabbit-1', 'amqp://rabbit-2'], tls)).toThrow(
+      ConfigurationError,
+    )
+    expect(() =>
+      resolveNodes('amqps://rabbit', { ...settings, tls: { sni: 'x' } as never }),
+    ).toThrow(/tls has no field 'sni'/)
+    expect(() =>
+      resolveNodes('amqps://rabbit', { ...settings, tls: { externalAuth: true } }),
+    ).toThrow(/give tls.cert and tls.key/)
+  })
+
+  it('verifies certificates even when NODE_TLS_REJECT_UNAUTHORIZED=0 is set, and passes the TLS material', () => {
+    const before = process.env['NODE_TLS_REJECT_UNAUTHORIZED']
+    process.env['NODE_TLS_REJECT_UNAUTHORIZED'] = '0'
+    try {
+      const node = resolveNodes('amqps://rabbit:5671', {
+        ...settings,
+        tls: {
+          ca: 'CA PEM',
+          cert: 'CERT',
+          key: 'KEY',
+          servername: 'rabbit.internal',
+          externalAuth: true,
+        },
+      }).nodes[0]
+      const { socketOptions } = node?.connectArguments('consume') ?? { socketOptions: {} }
+      expect(socketOptions).toMatchObject({
+        rejectUnauthorized: true,
+        ca: 'CA PEM',
+        cert: 'CERT',
+        key: 'KEY',
+        servername: 'rabbit.internal',
+      })
+      expect(socketOptions.credentials?.mechanism).toBe('EXTERNAL')
+      const plain = resolveNodes('amqps://rabbit', settings).nodes[0]?.connectArguments('publish')
+      expect(plain?.socketOptions).toMatchObject({ rejectUnauthorized: true })
+      expect(plain?.socketOptions.credentials).toBeUndefined()
+    } finally {
+      if (before === undefined) delete process.env['NODE_TLS_REJECT_UNAUTHORIZED']
+      else process.env['NODE_TLS_REJECT_UNAUTHORIZED'] = before
+    }
   })
 })

@@ -14,6 +14,7 @@ import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
 import { AceMqError, ClosedError, ConfigurationError, abortError, describeError } from './errors.js'
 import { deferred, settlesWithin, sleep, type Deferred } from './internal/timers.js'
+import { warningReporter } from './internal/warning-reporter.js'
 import {
   worstStatus,
   type HealthContributor,
@@ -41,7 +42,9 @@ export interface AceMqOptions {
   readonly origin?: string
   /**
    * Told about failures the engine recovered from on its own (a store that could not answer,
-   * a move that was handed back). Default: nothing is printed.
+   * a move that is held and tried again, a lost connection). Default: each distinct failure
+   * is printed as a process warning (`AceMqWarning`), at most once a minute with the count of
+   * repeats held back. Pass your logger here (`(error, context) => log.warn(...)`).
    */
   readonly onError?: (error: unknown, context: string) => void
 }
@@ -99,7 +102,7 @@ export class AceMq implements AsyncDisposable {
     this.transport = transport
     this.#codecs = options.codecs ?? CodecRegistry.defaults()
     this.#origin = options.origin ?? defaultOrigin()
-    this.#onError = options.onError
+    this.#onError = options.onError ?? warningReporter()
     this.#unsubscribe = transport.onEvent((event) => this.#onTransportEvent(event))
   }
 

@@ -40,3 +40,9 @@ export const DEFAULT_HELD_TIMEOUT = 60_000
 
 /** How long one idempotency-store call may take before it counts as a store failure (10 s). */
 export const DEFAULT_STORE_TIMEOUT = 10_000
+
+/**
+ * How often the default `onError` prints one kind of failure (60 s): the first time at once,
+ * then at most once per interval with the count of repeats held back.
+ */
+export const DEFAULT_ERROR_REPORT_INTERVAL = 60_000

@@ -1,0 +1,8 @@
+import { describe } from 'vitest'
+import { requireMysql } from '../../../test-support/services.js'
+import { mysql } from './support/databases.js'
+import { kyselyOutboxSuite } from './support/outbox-suite.js'
+
+describe.runIf(await requireMysql())('the Kysely outbox store on MariaDB', () => {
+  kyselyOutboxSuite({ name: 'MariaDB', dialect: 'mysql', open: () => mysql({ max: 4 }) })
+})

@@ -6,9 +6,12 @@ import {
   ConfigurationError,
   DEFAULT_CLAIM_TIMEOUT,
   DEFAULT_IDEMPOTENCY_RETENTION,
+  describeError,
   type ClaimResult,
   type ClaimingIdempotencyStore,
   type Duration,
+  type HealthContributor,
+  type HealthReport,
 } from '@acemq/core'
 import {
   DEFAULT_IDEMPOTENCY_TABLE,
@@ -192,28 +195,32 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     assertOwnerToken(owner)
     this.#assertOpen()
     this.#maybePurge()
-    for (let round = 0; round < MAX_ROUNDS; round++) {
-      // Undefined when the database's clock decides: the statements then read it themselves.
-      const now = this.#now?.()
-      // Postgres and SQLite insert inline: one async frame less per message.
-      const inserted =
-        this.dialect === 'mysql'
-          ? await this.#insertMysql(id, owner, now)
-          : affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
-      if (inserted) return 'claimed'
-      const row = await this.#read(id, now)
-      // Released or purged since the insert conflicted: insert again.
-      if (row === undefined) continue
-      if (row.confirmed) {
-        if (row.now - row.confirmedAt <= this.retention) return 'duplicate'
-        const result = await this.#sql.reclaim({ id, owner, now })
-        if (affected(result, 'reclaim') === 1) return 'claimed'
-      } else {
-        if (row.now - row.claimedAt <= this.claimTimeout) return 'in_progress'
-        const result = await this.#sql.takeOver({ id, owner, now, staleOwner: row.owner })
-        if (affected(result, 'take over') === 1) return 'claimed'
+    try {
+      for (let round = 0; round < MAX_ROUNDS; round++) {
+        // Undefined when the database's clock decides: the statements then read it themselves.
+        const now = this.#now?.()
+        // Postgres and SQLite insert inline: one async frame less per message.
+        const inserted =
+          this.dialect === 'mysql'
+            ? await this.#insertMysql(id, owner, now)
+            : affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
+        if (inserted) return 'claimed'
+        const row = await this.#read(id, now)
+        // Released or purged since the insert conflicted: insert again.
+        if (row === undefined) continue
+        if (row.confirmed) {
+          if (row.now - row.confirmedAt <= this.retention) return 'duplicate'
+          const result = await this.#sql.reclaim({ id, owner, now })
+          if (affected(result, 'reclaim') === 1) return 'claimed'
+        } else {
+          if (row.now - row.claimedAt <= this.claimTimeout) return 'in_progress'
+          const result = await this.#sql.takeOver({ id, owner, now, staleOwner: row.owner })
+          if (affected(result, 'take over') === 1) return 'claimed'
+        }
+        // Someone else changed the row first: look again.
       }
-      // Someone else changed the row first: look again.
+    } catch (error) {
+      throw this.#tableTrouble(error)
     }
     throw new AceMqError(
       `the claim on ${JSON.stringify(id)} kept changing under this store for ${MAX_ROUNDS} rounds; not guessing`,
@@ -247,7 +254,11 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     assertId(id)
     assertOwnerToken(owner)
     this.#assertOpen()
-    affected(await this.#sql.confirm({ id, owner, now: this.#now?.() }), 'confirm')
+    try {
+      affected(await this.#sql.confirm({ id, owner, now: this.#now?.() }), 'confirm')
+    } catch (error) {
+      throw this.#tableTrouble(error)
+    }
   }
 
   /**
@@ -264,7 +275,11 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     assertId(id)
     assertOwnerToken(owner)
     this.#assertOpen()
-    await this.#sql.release({ id, owner })
+    try {
+      await this.#sql.release({ id, owner })
+    } catch (error) {
+      throw this.#tableTrouble(error)
+    }
   }
 
   /**
@@ -278,8 +293,49 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   async isConfirmed(id: string): Promise<boolean> {
     assertId(id)
     this.#assertOpen()
-    const row = await this.#read(id, this.#now?.())
-    return row !== undefined && row.confirmed && row.now - row.confirmedAt <= this.retention
+    try {
+      const row = await this.#read(id, this.#now?.())
+      return row !== undefined && row.confirmed && row.now - row.confirmedAt <= this.retention
+    } catch (error) {
+      throw this.#tableTrouble(error)
+    }
+  }
+
+  /**
+   * Checks, at start-up, that the table exists with the columns the store reads and that the
+   * database answers: resolves, or rejects with `ACEMQ_STORE_TABLE_MISSING` (and the way to
+   * create the table) or the database's own error. Consumers on a store whose table is missing
+   * never run a handler: call this before consuming, so the service fails at once instead.
+   *
+   * @example
+   * ```ts
+   * await store.verify() // before mq.consume(...)
+   * ```
+   */
+  async verify(): Promise<void> {
+    this.#assertOpen()
+    try {
+      await this.#sql.read({ id: '', now: this.#now?.() })
+    } catch (error) {
+      throw this.#tableTrouble(error)
+    }
+  }
+
+  /**
+   * A health contributor for `mq.registerHealth()`: `UP` while {@link verify} succeeds,
+   * `DEGRADED` with the `error` (and its `code`) while it fails — a missing table, a database
+   * that does not answer. Not `DOWN`: restarting the process would not bring the database back.
+   * Named `idempotency-store` unless `name` is given (two stores need two names).
+   *
+   * @example
+   * ```ts
+   * mq.registerHealth(store.healthContributor())
+   * ```
+   */
+  healthContributor(options: { readonly name?: string } = {}): HealthContributor {
+    return storeHealthContributor(options.name ?? 'idempotency-store', this.table, () =>
+      this.verify(),
+    )
   }
 
   /**
@@ -295,7 +351,11 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
    */
   async purgeExpired(): Promise<number> {
     this.#assertOpen()
-    return this.#purge()
+    try {
+      return await this.#purge()
+    } catch (error) {
+      throw this.#tableTrouble(error)
+    }
   }
 
   /**
@@ -372,6 +432,58 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   #assertOpen(): void {
     if (this.#closed) throw new ClosedError('the Kysely idempotency store is closed')
   }
+
+  /** A missing table said in words, with the way to create it; any other error as it is. */
+  #tableTrouble(error: unknown): unknown {
+    if (!isMissingTable(error)) return error
+    return new AceMqError(
+      `the idempotency table ${this.table} does not exist: create it in a migration, with idempotencyMigration() or store.createTableSql()`,
+      { code: 'ACEMQ_STORE_TABLE_MISSING', cause: error },
+    )
+  }
+}
+
+/** The health contributor both readiness checks share: UP while `verify` resolves. */
+function storeHealthContributor(
+  name: string,
+  table: string,
+  verify: () => Promise<void>,
+): HealthContributor {
+  return {
+    name,
+    async report(): Promise<HealthReport> {
+      try {
+        await verify()
+        return { name, status: 'UP', details: { table } }
+      } catch (error) {
+        const details: Record<string, string> = { table, error: describeError(error) }
+        if (error instanceof AceMqError) details['code'] = error.code
+        return { name, status: 'DEGRADED', details }
+      }
+    },
+  }
+}
+
+/**
+ * Whether the database said the table (or its schema) does not exist: Postgres `42P01`
+ * (undefined table) and `3F000` (undefined schema), MySQL / MariaDB `ER_NO_SUCH_TABLE` (1146)
+ * and `ER_BAD_DB_ERROR` (1049), SQLite's `no such table`.
+ */
+function isMissingTable(error: unknown): boolean {
+  const { code, errno, message } = (error ?? {}) as {
+    code?: unknown
+    errno?: unknown
+    message?: unknown
+  }
+  return (
+    code === '42P01' ||
+    code === '3F000' ||
+    code === 'ER_NO_SUCH_TABLE' ||
+    errno === 1146 ||
+    code === 'ER_BAD_DB_ERROR' ||
+    errno === 1049 ||
+    (typeof message === 'string' && /no such table/i.test(message))
+  )
 }
 
 interface Statements {

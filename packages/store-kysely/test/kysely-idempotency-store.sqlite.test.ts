@@ -91,9 +91,9 @@ describe('KyselyIdempotencyStore on SQLite', () => {
     expect((await migrator.migrateToLatest()).error).toBeUndefined()
     expect(await new KyselyIdempotencyStore(db, { table: 'seen' }).tryClaim('m-1')).toBe('claimed')
     expect((await migrator.migrateDown()).error).toBeUndefined()
-    await expect(new KyselyIdempotencyStore(db, { table: 'seen' }).tryClaim('m-2')).rejects.toThrow(
-      /no such table/,
-    )
+    await expect(
+      new KyselyIdempotencyStore(db, { table: 'seen' }).tryClaim('m-2'),
+    ).rejects.toMatchObject({ code: 'ACEMQ_STORE_TABLE_MISSING' })
   })
 
   it("judges leases by the process's clock when no now option is given: SQLite has no server clock", async () => {

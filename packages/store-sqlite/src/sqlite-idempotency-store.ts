@@ -6,10 +6,13 @@ import {
   ConfigurationError,
   DEFAULT_CLAIM_TIMEOUT,
   DEFAULT_IDEMPOTENCY_RETENTION,
+  describeError,
   toMillis,
   type ClaimResult,
   type ClaimingIdempotencyStore,
   type Duration,
+  type HealthContributor,
+  type HealthReport,
 } from '@acemq/core'
 import {
   DEFAULT_BUSY_TIMEOUT,
@@ -269,6 +272,50 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     return (
       row !== undefined && isConfirmedRow(row) && this.#now() - confirmedAt(row) <= this.retention
     )
+  }
+
+  /**
+   * Checks, at start-up, that the table exists with the columns the store uses and that the
+   * file answers: resolves, or rejects with `ACEMQ_STORE_TABLE_MISSING` (and the way to create
+   * the table) or SQLite's own error. Consumers on a store whose table is missing never run a
+   * handler: call this before consuming, so the service fails at once instead.
+   *
+   * @example
+   * ```ts
+   * await store.verify() // before mq.consume(...)
+   * ```
+   */
+  async verify(): Promise<void> {
+    this.#prepared().read.get('')
+  }
+
+  /**
+   * A health contributor for `mq.registerHealth()`: `UP` while {@link verify} succeeds,
+   * `DEGRADED` with the `error` (and its `code`) while it fails — a missing table, a locked or
+   * unreadable file. Not `DOWN`: restarting the process would not mend the file. Named
+   * `idempotency-store` unless `name` is given (two stores need two names).
+   *
+   * @example
+   * ```ts
+   * mq.registerHealth(store.healthContributor())
+   * ```
+   */
+  healthContributor(options: { readonly name?: string } = {}): HealthContributor {
+    const name = options.name ?? 'idempotency-store'
+    const table = this.table
+    return {
+      name,
+      report: async (): Promise<HealthReport> => {
+        try {
+          await this.verify()
+          return { name, status: 'UP', details: { table } }
+        } catch (error) {
+          const details: Record<string, string> = { table, error: describeError(error) }
+          if (error instanceof AceMqError) details['code'] = error.code
+          return { name, status: 'DEGRADED', details }
+        }
+      },
+    }
   }
 
   /**

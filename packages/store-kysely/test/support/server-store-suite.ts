@@ -1,6 +1,7 @@
 import { Migrator, sql, type Kysely } from 'kysely'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import { idempotencyStoreConformance } from '../../../../test-support/idempotency-conformance.js'
+import { storeReadinessScenarios } from '../../../../test-support/store-readiness.js'
 import {
   idempotencyMigration,
   KyselyIdempotencyStore,
@@ -69,6 +70,23 @@ function serverSuite(server: ServerDatabase, more: (t: ServerTable) => void): vo
         store: new KyselyIdempotencyStore(db, options),
         second: async () => new KyselyIdempotencyStore(db, options),
         async cleanup() {
+          await dropTable(db, table)
+          await db.destroy()
+        },
+      }
+    },
+  })
+
+  storeReadinessScenarios(`KyselyIdempotencyStore on ${server.name}`, {
+    async create() {
+      const db = server.open({ max: 4 })
+      const table = uniqueTable()
+      const store = new KyselyIdempotencyStore(db, { table })
+      return {
+        store,
+        createTable: () => createTable(db, table),
+        async cleanup() {
+          await store.close()
           await dropTable(db, table)
           await db.destroy()
         },

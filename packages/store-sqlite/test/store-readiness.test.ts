@@ -1,0 +1,25 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { storeReadinessScenarios } from '../../../test-support/store-readiness.js'
+import { SqliteIdempotencyStore } from '../src/index.js'
+
+storeReadinessScenarios('SqliteIdempotencyStore', {
+  async create() {
+    const dir = mkdtempSync(join(tmpdir(), 'acemq-sqlite-ready-'))
+    const db = new Database(join(dir, 'idempotency.db'))
+    const store = new SqliteIdempotencyStore(db, { table: 'orders_seen' })
+    return {
+      store,
+      async createTable() {
+        db.exec(store.createTableSql())
+      },
+      async cleanup() {
+        await store.close()
+        db.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  },
+})

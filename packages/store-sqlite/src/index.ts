@@ -8,3 +8,9 @@ export {
   SqliteIdempotencyStore,
   type SqliteIdempotencyStoreOptions,
 } from './sqlite-idempotency-store.js'
+export { SqliteOutboxStore, type SqliteOutboxStoreOptions } from './sqlite-outbox-store.js'
+export {
+  outboxMigration,
+  type KyselyMigrationDatabase,
+  type SqliteOutboxMigration,
+} from './outbox-migration.js'

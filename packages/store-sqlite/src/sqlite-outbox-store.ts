@@ -1,0 +1,315 @@
+import { randomUUID } from 'node:crypto'
+import Sqlite from 'better-sqlite3'
+import {
+  ConfigurationError,
+  DEFAULT_OUTBOX_MAX_ATTEMPTS,
+  DEFAULT_OUTBOX_TABLE,
+  OutboxRecord,
+  assertClaimBatch,
+  outboxColumns,
+  outboxIds,
+  outboxReason,
+  outboxRecordFromRow,
+  retiredOutboxRecordFromRow,
+  toMillis,
+  type Duration,
+  type OutboxFailure,
+  type OutboxRow,
+  type OutboxStats,
+  type OutboxStore,
+  type RetiredOutboxRecord,
+  type StoredOutboxRecord,
+} from '@acemq/core'
+import { DEFAULT_BUSY_TIMEOUT } from './constants.js'
+import { sqliteOutboxTable, type SqliteOutboxTable } from './internal/outbox-table-sql.js'
+import { fn, integerAtLeast } from './internal/validate.js'
+
+/**
+ * Options of {@link SqliteOutboxStore}.
+ *
+ * @example
+ * ```ts
+ * const options: SqliteOutboxStoreOptions = { table: 'outbox', maxAttempts: 5 }
+ * ```
+ */
+export interface SqliteOutboxStoreOptions {
+  /** The table, created beforehand from {@link SqliteOutboxStore.createTableSql} (default `acemq_outbox`). */
+  readonly table?: string
+  /** Failed publishes before a record is retired (default 10). */
+  readonly maxAttempts?: number
+  /** How long a write waits for another connection's lock (default 5 s) on a file the store opens. */
+  readonly busyTimeout?: Duration
+  /** The clock, epoch milliseconds (default `Date.now`); tests move it instead of sleeping. */
+  readonly now?: () => number
+}
+
+const COLUMNS =
+  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error'
+
+interface Statements {
+  readonly lease: Sqlite.Statement<[string, number, number, number], OutboxRow>
+  readonly publish: Sqlite.Statement<[number, string]>
+  readonly fail: Sqlite.Statement<[number, string, string]>
+  readonly state: Sqlite.Statement<[string], { retired_at: number | null }>
+  readonly release: Sqlite.Statement<[string]>
+  readonly retired: Sqlite.Statement<[number], OutboxRow>
+  readonly stats: Sqlite.Statement<
+    [],
+    { pending: number; retired: number; oldest: number | bigint | null }
+  >
+  readonly purge: Sqlite.Statement<[number, number]>
+}
+
+type InsertStatement = Sqlite.Statement<
+  [string, string, string, string, Buffer, string, string, number]
+>
+
+/**
+ * The transactional outbox in a SQLite file through `better-sqlite3`, safe across processes
+ * sharing the file. `add(db, record)` is synchronous, so it runs inside your
+ * `db.transaction(...)` function and commits or rolls back with your rows. A claim is one
+ * `UPDATE ... RETURNING` under SQLite's write lock, so two relays never lease one record.
+ * Given a path, the store opens the file (WAL, busy timeout) and closes it on `close()`;
+ * given a `Database`, its life is yours. The store never runs DDL.
+ *
+ * @example
+ * ```ts
+ * const db = new Database('app.db')
+ * const outbox = new SqliteOutboxStore(db)
+ * db.transaction(() => {
+ *   db.prepare('insert into orders (id) values (?)').run(order.id)
+ *   outbox.add(db, OutboxRecord.of('', 'orders.placed', order))
+ * })()
+ * mq.outbox(outbox).start()
+ * ```
+ */
+export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
+  /** The table this store uses. */
+  readonly table: string
+  /** Failed publishes before a record is retired. */
+  readonly maxAttempts: number
+  readonly #db: Sqlite.Database
+  readonly #ownsDb: boolean
+  readonly #table: SqliteOutboxTable
+  readonly #now: () => number
+  readonly #inserts = new WeakMap<Sqlite.Database, InsertStatement>()
+  #statements: Statements | undefined
+
+  constructor(databaseOrPath: Sqlite.Database | string, options: SqliteOutboxStoreOptions = {}) {
+    if (typeof options !== 'object' || options === null) {
+      throw new ConfigurationError(`options must be an object; got ${String(options)}`)
+    }
+    this.table = options.table ?? DEFAULT_OUTBOX_TABLE
+    this.#table = sqliteOutboxTable(this.table)
+    this.maxAttempts = integerAtLeast(
+      options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS,
+      1,
+      'maxAttempts',
+    )
+    this.#now = fn(options.now ?? Date.now, 'now')
+    const busyTimeout =
+      options.busyTimeout === undefined ? undefined : toMillis(options.busyTimeout, 'busyTimeout')
+    if (typeof databaseOrPath === 'string' && databaseOrPath !== '') {
+      this.#db = new Sqlite(databaseOrPath, { timeout: busyTimeout ?? DEFAULT_BUSY_TIMEOUT })
+      this.#ownsDb = true
+      try {
+        this.#db.pragma('journal_mode = WAL')
+      } catch (error) {
+        this.#db.close()
+        throw error
+      }
+    } else if (isDatabase(databaseOrPath)) {
+      this.#db = databaseOrPath
+      this.#ownsDb = false
+      if (busyTimeout !== undefined) this.#db.pragma(`busy_timeout = ${busyTimeout}`)
+    } else {
+      throw new ConfigurationError(
+        `databaseOrPath must be a better-sqlite3 Database or a file path; got ${JSON.stringify(databaseOrPath) ?? String(databaseOrPath)}`,
+      )
+    }
+  }
+
+  /**
+   * The DDL of the outbox table (default name `acemq_outbox`), for your migrations: run it
+   * with `db.exec(sql)`. It is the SQLite DDL `@acemq/store-kysely` writes, so its
+   * `outboxMigration({ dialect: 'sqlite' })` creates the same table.
+   *
+   * @example
+   * ```ts
+   * db.exec(SqliteOutboxStore.createTableSql())
+   * ```
+   */
+  static createTableSql(options: { readonly table?: string } = {}): string {
+    return sqliteOutboxTable(options.table ?? DEFAULT_OUTBOX_TABLE).ddl
+  }
+
+  /** The DDL of this store's table. */
+  createTableSql(): string {
+    return this.#table.ddl
+  }
+
+  /**
+   * Writes `record` on `db` at once and synchronously — call it inside your
+   * `db.transaction(...)` function, on that transaction's database, so the record commits or
+   * rolls back with your rows. A record whose id the outbox already has throws (and so rolls
+   * the transaction back).
+   *
+   * @example
+   * ```ts
+   * db.transaction(() => { insertOrder.run(order); outbox.add(db, OutboxRecord.of('', 'orders.placed', order)) })()
+   * ```
+   */
+  add(db: Sqlite.Database, record: OutboxRecord): void {
+    if (!isDatabase(db)) {
+      throw new ConfigurationError(
+        `add(db) must be the better-sqlite3 Database your transaction runs on; got ${String(db)}`,
+      )
+    }
+    if (!(record instanceof OutboxRecord)) {
+      throw new ConfigurationError('add(record) needs an OutboxRecord, from OutboxRecord.of()')
+    }
+    let insert = this.#inserts.get(db)
+    if (insert === undefined) {
+      insert = db.prepare(
+        `insert into ${this.#table.quoted} (id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts) values (?, ?, ?, ?, ?, ?, ?, ?, 0)`,
+      ) as InsertStatement
+      this.#inserts.set(db, insert)
+    }
+    const { headers, envelope } = outboxColumns(record)
+    insert.run(
+      record.id,
+      record.exchange,
+      record.routingKey,
+      record.contentType,
+      Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength),
+      headers,
+      envelope,
+      this.#now(),
+    )
+  }
+
+  async claimBatch(batch: number, leaseMs: number): Promise<readonly StoredOutboxRecord[]> {
+    assertClaimBatch(batch, leaseMs)
+    const now = this.#now()
+    const rows = this.#prepared().lease.all(randomUUID(), now + leaseMs, now, batch)
+    return rows
+      .map((row) => outboxRecordFromRow(row))
+      .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  }
+
+  async markPublished(ids: string | readonly string[]): Promise<void> {
+    const list = outboxIds(ids)
+    const statements = this.#prepared()
+    const now = this.#now()
+    this.#db.transaction(() => {
+      for (const id of list) statements.publish.run(now, id)
+    })()
+  }
+
+  async markFailed(id: string, reason: string): Promise<OutboxFailure> {
+    const [key] = outboxIds(id) as [string]
+    const statements = this.#prepared()
+    statements.fail.run(this.#now(), outboxReason(reason), key)
+    const row = statements.state.get(key)
+    if (row === undefined) {
+      throw new ConfigurationError(`markFailed(id): the outbox has no record '${key}'`)
+    }
+    return row.retired_at === null ? 'pending' : 'retired'
+  }
+
+  async release(ids: string | readonly string[]): Promise<void> {
+    const list = outboxIds(ids)
+    const statements = this.#prepared()
+    this.#db.transaction(() => {
+      for (const id of list) statements.release.run(id)
+    })()
+  }
+
+  async pendingCount(): Promise<number> {
+    return (await this.stats()).pending
+  }
+
+  async retired(limit = 100): Promise<readonly RetiredOutboxRecord[]> {
+    integerAtLeast(limit, 1, 'retired(limit)')
+    return this.#prepared()
+      .retired.all(limit)
+      .map((row) => retiredOutboxRecordFromRow(row))
+  }
+
+  async stats(): Promise<OutboxStats> {
+    const now = this.#now()
+    const row = this.#prepared().stats.get()
+    const oldest = row?.oldest
+    return {
+      pending: Number(row?.pending ?? 0),
+      retired: Number(row?.retired ?? 0),
+      oldestPendingAt: oldest === null || oldest === undefined ? undefined : Number(oldest),
+      now,
+    }
+  }
+
+  /**
+   * Deletes at most `limit` records published longer than `olderThan` ago; returns how many.
+   *
+   * @example
+   * ```ts
+   * while ((await outbox.purgePublished('7d')) > 0) {}
+   * ```
+   */
+  async purgePublished(olderThan: Duration, limit = 1_000): Promise<number> {
+    const ms = toMillis(olderThan, 'purgePublished(olderThan)')
+    integerAtLeast(limit, 1, 'purgePublished(limit)')
+    return this.#prepared().purge.run(this.#now() - ms, limit).changes
+  }
+
+  /** Closes the file if the store opened it; a `Database` you passed stays open. */
+  async close(): Promise<void> {
+    if (this.#ownsDb && this.#db.open) this.#db.close()
+  }
+
+  /** Same as {@link SqliteOutboxStore.close}, for `await using`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close()
+  }
+
+  #prepared(): Statements {
+    if (this.#statements !== undefined) return this.#statements
+    const t = this.#table.quoted
+    const pending = 'published_at is null and retired_at is null'
+    this.#statements = {
+      lease: this.#db.prepare(
+        `update ${t} set lease_owner = ?, leased_until = ? where id in (select id from ${t} where ${pending} and (leased_until is null or leased_until <= ?) order by created_at, id limit ?) returning ${COLUMNS}`,
+      ),
+      publish: this.#db.prepare(
+        `update ${t} set published_at = ?, lease_owner = null, leased_until = null where id = ? and published_at is null`,
+      ),
+      // retired_at first, as the Kysely store writes it (the SET sees the old attempts here).
+      fail: this.#db.prepare(
+        `update ${t} set retired_at = case when attempts + 1 >= ${this.maxAttempts} then ? else null end, attempts = attempts + 1, last_error = ?, lease_owner = null, leased_until = null where id = ? and ${pending}`,
+      ),
+      state: this.#db.prepare(`select retired_at from ${t} where id = ?`),
+      release: this.#db.prepare(
+        `update ${t} set lease_owner = null, leased_until = null where id = ? and published_at is null`,
+      ),
+      retired: this.#db.prepare(
+        `select ${COLUMNS}, retired_at from ${t} where published_at is null and retired_at is not null order by retired_at desc, id limit ?`,
+      ),
+      stats: this.#db.prepare(
+        `select count(case when retired_at is null then 1 end) as pending, count(retired_at) as retired, min(case when retired_at is null then created_at end) as oldest from ${t} where published_at is null`,
+      ),
+      purge: this.#db.prepare(
+        `delete from ${t} where id in (select id from ${t} where published_at is not null and published_at <= ? limit ?)`,
+      ),
+    } as Statements
+    return this.#statements
+  }
+}
+
+function isDatabase(value: unknown): value is Sqlite.Database {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Partial<Sqlite.Database>).prepare === 'function' &&
+    typeof (value as Partial<Sqlite.Database>).transaction === 'function'
+  )
+}

@@ -26,6 +26,10 @@ export const ACEMQ_METRICS = Object.freeze({
   messagesDeadLetteredTotal: 'acemq.messages.dead.lettered.total',
   /** Counter of broker waits whose rung queue was missing, by `queue`, `rung`. */
   retryRungMissing: 'acemq.retry.rung.missing',
+  /** Counter of outbox records the relay handled, by `exchange`, `routing.key`, `outcome` (published|failed). */
+  outboxTotal: 'acemq.outbox.total',
+  /** Histogram (s) of outbox lag: from a record's creation to its publish (or failure), same labels. */
+  outboxLag: 'acemq.outbox.lag',
 } as const)
 
 /**

@@ -67,6 +67,8 @@ export class Instruments {
   readonly retriedTotal: Counter
   readonly deadLetteredTotal: Counter
   readonly rungMissing: Counter
+  readonly outboxTotal: Counter
+  readonly outboxLag: Histogram
   /** Cleared by uninstall: scopes still open end their spans but record no more metrics. */
   recording = true
   readonly #routes = new Map<string, Map<string, Route>>()
@@ -108,6 +110,14 @@ export class Instruments {
     this.rungMissing = meter.createCounter(ACEMQ_METRICS.retryRungMissing, {
       description: 'Broker waits whose rung queue was missing; the message was put back instead.',
       unit: '{message}',
+    })
+    this.outboxTotal = meter.createCounter(ACEMQ_METRICS.outboxTotal, {
+      description: 'Outbox records the relay handled: published (confirmed) or failed.',
+      unit: '{record}',
+    })
+    this.outboxLag = meter.createHistogram(ACEMQ_METRICS.outboxLag, {
+      description: 'Time from an outbox record being written to its publish (or failure).',
+      unit: 's',
     })
   }
 

@@ -8,6 +8,7 @@ import {
 } from '@opentelemetry/api'
 import type {
   Instrumentation,
+  OutboxRelayInfo,
   ProcessInfo,
   ProcessScope,
   PublishInfo,
@@ -55,6 +56,22 @@ export class OtelInstrumentation implements Instrumentation {
       instruments.rungMissing.add(1, { [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.rung]: rung })
     } catch (error) {
       reportFailure('counting a missing rung', error)
+    }
+  }
+
+  outboxRelayed(info: OutboxRelayInfo): void {
+    const instruments = this.#instruments
+    if (!instruments.recording) return
+    try {
+      const labels = {
+        [ACEMQ_LABELS.exchange]: info.exchange,
+        [ACEMQ_LABELS.routingKey]: info.routingKey,
+        [ACEMQ_LABELS.outcome]: info.outcome,
+      }
+      instruments.outboxTotal.add(1, labels)
+      instruments.outboxLag.record(info.lagMs / 1000, labels)
+    } catch (error) {
+      reportFailure('counting an outbox record', error)
     }
   }
 

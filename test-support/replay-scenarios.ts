@@ -155,10 +155,11 @@ export function replayScenarios(name: string, target: ScenarioTarget): void {
       expect(await idsIn(probe, dlq)).toEqual(['p-1', 'p-2', 'p-3', 'p-4'])
     })
 
-    it('refuses a replay into itself, and a source with no .dlq or .parked and no target', () => {
+    it('refuses a replay into itself, and a replay of a source with no .dlq or .parked and no target', async () => {
       expect(() => mq.replay(dlq).into(dlq)).toThrow(ConfigurationError)
       expect(() => mq.replay(dlq).into(dlq)).toThrow(/into itself/)
-      expect(() => mq.replay(queue)).toThrow(/\.into\(queue\)/)
+      await expect(mq.replay(queue).replayAll()).rejects.toThrow(/\.into\(queue\)/)
+      expect(await mq.replay(queue).pending()).toBe(0)
       expect(mq.replay(`${queue}.parked`).target).toBe(queue)
     })
   })

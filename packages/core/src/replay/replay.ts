@@ -85,8 +85,12 @@ export interface ReplayHost {
 export class Replay {
   /** The queue messages are taken from. */
   readonly source: string
-  /** The queue they are sent to. */
-  readonly target: string
+  /**
+   * The queue they are sent to: `.into(queue)`, else the source's name without `.dlq` or
+   * `.parked`; undefined for another source until `.into` names one (it can still be peeked
+   * and counted).
+   */
+  readonly target: string | undefined
   /** Whether the attempt is kept (true) or restarts at 1 (false, the default). */
   readonly keepsAttempts: boolean
   readonly #host: ReplayHost
@@ -99,12 +103,7 @@ export class Replay {
   constructor(host: ReplayHost, source: string, target?: string, keepsAttempts = false) {
     validateQueueName(source, 'replay(queue)')
     const into = target ?? defaultTarget(source)
-    if (into === undefined) {
-      throw new ConfigurationError(
-        `replay('${source}'): the queue does not end in .dlq or .parked, so say where its messages go with .into(queue)`,
-      )
-    }
-    validateQueueName(into, 'replay().into(queue)')
+    if (into !== undefined) validateQueueName(into, 'replay().into(queue)')
     if (into === source) {
       throw new ConfigurationError(
         `replay('${source}').into('${into}'): a queue cannot be replayed into itself`,
@@ -195,6 +194,12 @@ export class Replay {
     if (filter !== undefined && typeof filter !== 'function') {
       throw new ConfigurationError(`replay(filter) must be a function; got ${String(filter)}`)
     }
+    const target = this.target
+    if (target === undefined) {
+      throw new ConfigurationError(
+        `replay('${this.source}'): the queue does not end in .dlq or .parked, so say where its messages go with .into(queue)`,
+      )
+    }
     const transport = this.#transport('getOne')
     this.#host.assertOpen()
     if (options.signal?.aborted) throw abortError(options.signal)
@@ -224,7 +229,7 @@ export class Replay {
         }
         if (window.length === 0) continue
         const results = await Promise.allSettled(
-          window.map((delivery) => transport.publish(this.#copy(delivery))),
+          window.map((delivery) => transport.publish(this.#copy(delivery, target))),
         )
         const failures: unknown[] = []
         results.forEach((result, i) => {
@@ -319,7 +324,7 @@ export class Replay {
     }
   }
 
-  #copy(delivery: Delivery): Parameters<Transport['publish']>[0] {
+  #copy(delivery: Delivery, target: string): Parameters<Transport['publish']>[0] {
     const original = delivery.wireHeaders ?? delivery.headers
     const { envelope } = readEnvelope(delivery.headers, {
       messageId: delivery.properties.messageId,
@@ -348,7 +353,7 @@ export class Replay {
     headers[REPLAY_COUNT_HEADER] = { '!': 'int', value: count }
     return {
       exchange: '',
-      routingKey: this.target,
+      routingKey: target,
       body: delivery.body,
       headers,
       properties: { ...delivery.properties, messageId: envelope.id },

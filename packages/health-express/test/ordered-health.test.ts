@@ -1,0 +1,7 @@
+import { orderedHealthContract } from '../../../test-support/ordered-health.js'
+import { acemqHealth } from '../src/index.js'
+import { serve } from './serve.js'
+
+orderedHealthContract('acemqHealth (Express middleware)', {
+  serve: (source, options) => serve((app) => app.use(acemqHealth(source, options))),
+})

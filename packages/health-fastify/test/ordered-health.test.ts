@@ -1,0 +1,10 @@
+import { orderedHealthContract } from '../../../test-support/ordered-health.js'
+import { acemqHealth } from '../src/index.js'
+import { serve } from './serve.js'
+
+orderedHealthContract('acemqHealth (Fastify plugin)', {
+  serve: (source, options) =>
+    serve(async (app) => {
+      await app.register(acemqHealth, { mq: source, ...options })
+    }),
+})

@@ -1,7 +1,7 @@
 import { Ack, isAckResult } from '../consumer/ack.js'
 import { ConsumerOptions } from '../consumer/consumer-options.js'
 import type { Consumer } from '../consumer/consumer.js'
-import type { Handler } from '../consumer/message.js'
+import type { Handler, Message } from '../consumer/message.js'
 import { toMillis, type Duration } from '../duration.js'
 import { AceMqError, ConfigurationError, FatalError, describeError } from '../errors.js'
 import type { HealthReport } from '../health/health.js'
@@ -269,7 +269,8 @@ export class OrderedQueue<T> {
   /** The wait between two runs of a failing message, in milliseconds. */
   readonly retryDelayMs: number
   readonly #host: OrderedHost
-  readonly #keyOf: ((payload: T) => string) | undefined
+  // Typed on unknown, so an OrderedQueue<Entry> is an OrderedQueue<unknown> too.
+  readonly #keyOf: ((payload: unknown) => string) | undefined
   readonly #publishers: (Publisher<T> | undefined)[]
   readonly #states: PartitionState[]
   #consumer: OrderedConsumer | undefined
@@ -290,7 +291,7 @@ export class OrderedQueue<T> {
     this.failureMode = settings.mode
     this.attempts = settings.attempts
     this.retryDelayMs = settings.delayMs
-    this.#keyOf = settings.keyOf
+    this.#keyOf = settings.keyOf as ((payload: unknown) => string) | undefined
     this.#publishers = Array.from({ length: settings.partitions }, () => undefined)
     this.#states = Array.from({ length: settings.partitions }, () => ({
       halted: undefined,
@@ -378,7 +379,7 @@ export class OrderedQueue<T> {
         this.#host.startConsumer(
           queue,
           options,
-          this.#partitionHandler(p, handler) as Handler<unknown>,
+          this.#partitionHandler(p, handler),
           this.#failures(p),
         ),
       ),
@@ -459,7 +460,7 @@ export class OrderedQueue<T> {
   }
 
   /** The user's handler, counted, and sending a halted message that came back straight to its halt. */
-  #partitionHandler(partition: number, handler: Handler<T>): Handler<T> {
+  #partitionHandler(partition: number, handler: Handler<T>): Handler<unknown> {
     const state = this.#states[partition] as PartitionState
     return async (message, context) => {
       const halt = state.halted
@@ -472,7 +473,7 @@ export class OrderedQueue<T> {
         state.halted = undefined
       }
       try {
-        const result = await handler(message, context)
+        const result = await handler(message as Message<T>, context)
         if (!isAckResult(result) || result.kind === 'accept') this.#handled++
         else if (result.kind === 'dead-letter' || result.kind === 'park') this.#skipped++
         else this.#failed++

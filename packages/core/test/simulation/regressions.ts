@@ -376,4 +376,16 @@ export const regressions: readonly Regression[] = [
       finalDrainMs: 0,
     },
   },
+  {
+    name: 'finding 5: a drain pending when close gives up on a handler answers',
+    schedule: schedule(
+      [queue({ consumers: [{ prefetch: 2, concurrency: 1 }] })],
+      [message([{ kind: 'fail-after', ms: 40_000 }, { kind: 'dead-letter' }])],
+      [
+        [0, { kind: 'drain', timeoutMs: 3_000_000_000, abortAfterMs: undefined }],
+        [0, { kind: 'close', drainMs: 0 }],
+      ],
+      0,
+    ),
+  },
 ]

@@ -1,0 +1,173 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { readEnvelope } from '@acemq/core'
+import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
+import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { runCli } from './support/run-cli.js'
+
+const hasRabbit = await requireRabbit()
+
+/** Puts `count` dead-lettered messages on `queue` with one confirm wait. */
+async function fill(admin: AmqpAdmin, queue: string, count: number, prefix = 'm'): Promise<void> {
+  const channel = admin.channel
+  for (let i = 0; i < count; i++) {
+    channel.sendToQueue(queue, Buffer.from(JSON.stringify({ n: i })), {
+      persistent: true,
+      contentType: 'application/json',
+      messageId: `${prefix}-${i}`,
+      headers: {
+        'x-acemq-id': `${prefix}-${i}`,
+        'x-acemq-attempt': 3,
+        'x-acemq-first-seen': Date.now() - 7_200_000,
+        'x-acemq-error': `gave up after 3 attempt(s): boom ${i}`,
+      },
+    })
+    // Let the socket drain now and then rather than buffer all of it.
+    if (i % 1_000 === 999) await channel.waitForConfirms()
+  }
+  await channel.waitForConfirms()
+}
+
+/** Takes every message off `queue` (acked) and returns their ids, in order. */
+async function drainIds(admin: AmqpAdmin, queue: string): Promise<string[]> {
+  const ids: string[] = []
+  for (;;) {
+    const message = await admin.get(queue)
+    if (message === undefined) return ids
+    ids.push(readEnvelope(message.headers, { routingKey: queue }).envelope.id)
+  }
+}
+
+describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
+  let admin: AmqpAdmin
+  const queues: string[] = []
+  const declare = async (): Promise<string> => {
+    const queue = uniqueName('cli')
+    queues.push(queue, `${queue}.dlq`)
+    await admin.channel.assertQueue(queue, { durable: true })
+    await admin.channel.assertQueue(`${queue}.dlq`, { durable: true })
+    return queue
+  }
+
+  beforeAll(async () => {
+    admin = await AmqpAdmin.open()
+  })
+
+  afterAll(async () => {
+    await admin.deleteQueues(...queues)
+    await admin.close()
+  })
+
+  it('lists the dead-letter queues of the queues it is given, with their counts, and the ones not declared', async () => {
+    const queue = await declare()
+    await fill(admin, `${queue}.dlq`, 3)
+    const human = await runCli(['dlq', 'list', '--queues', `${queue},${queue}-gone`], {
+      env: { AMQP_URL },
+    })
+    expect(human.code).toBe(0)
+    expect(human.stdout).toMatch(new RegExp(`${queue.replace('.', '\\.')}\\.dlq\\s+3`))
+    expect(human.stdout).toContain(`not declared: ${queue}.parked, ${queue}-gone.dlq`)
+    const json = await runCli(['--json', 'dlq', 'list', '--queues', queue, '--url', AMQP_URL])
+    expect(JSON.parse(json.stdout)).toEqual({
+      queues: [{ queue: `${queue}.dlq`, messages: 3 }],
+      missing: [`${queue}.parked`],
+    })
+    const none = await runCli(['dlq', 'list'], { env: { AMQP_URL } })
+    expect(none.code).toBe(2)
+    expect(none.stderr).toContain('--queues')
+  })
+
+  it('peeks at the reasons, attempts and ages and leaves the queue exactly as it was', async () => {
+    const queue = await declare()
+    await fill(admin, `${queue}.dlq`, 5)
+    const run = await runCli(['dlq', 'peek', `${queue}.dlq`, '-n', '3'], { env: { AMQP_URL } })
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain(`${queue}.dlq: 5 messages; the first 3:`)
+    expect(run.stdout).toContain('1. m-0  attempt 3  age 2h')
+    expect(run.stdout).toContain('reason: gave up after 3 attempt(s): boom 2')
+    expect(run.stdout).not.toContain('m-3')
+    const json = await runCli(['--json', 'dlq', 'peek', `${queue}.dlq`, '--count', '2'], {
+      env: { AMQP_URL },
+    })
+    const parsed = JSON.parse(json.stdout) as {
+      messages: { id: string; attempt: number; reason: string }[]
+    }
+    expect(parsed.messages.map((m) => [m.id, m.attempt, m.reason])).toEqual([
+      ['m-0', 3, 'gave up after 3 attempt(s): boom 0'],
+      ['m-1', 3, 'gave up after 3 attempt(s): boom 1'],
+    ])
+    expect(await admin.count(`${queue}.dlq`)).toBe(5)
+    expect(await drainIds(admin, `${queue}.dlq`)).toEqual(['m-0', 'm-1', 'm-2', 'm-3', 'm-4'])
+  })
+
+  it('replays 10,000 messages with progress: every one moved once, at attempt 1, none left behind', async () => {
+    const queue = await declare()
+    await fill(admin, `${queue}.dlq`, 10_000)
+    const started = performance.now()
+    const run = await runCli(['dlq', 'replay', `${queue}.dlq`, '--progress'], {
+      env: { AMQP_URL },
+      timeoutMs: 170_000,
+    })
+    const seconds = (performance.now() - started) / 1000
+    expect(run.stderr).toMatch(/\[[=-]+\] \d+\/10000 looked at/)
+    expect(run.stderr).toContain('10000/10000 looked at, 10000 moved')
+    expect(run.code).toBe(0)
+    expect(run.stdout.trim()).toBe(`moved 10000 messages from ${queue}.dlq to ${queue}`)
+    expect(await admin.count(`${queue}.dlq`)).toBe(0)
+    expect(await admin.count(queue)).toBe(10_000)
+    const first = await admin.get(queue)
+    const { envelope, headers } = readEnvelope(first?.headers, { routingKey: queue })
+    expect(envelope.attempt).toBe(1)
+    expect(envelope.error).toBeUndefined()
+    expect(headers['acemq-replayed-from']).toBe(`${queue}.dlq`)
+    console.log(`replayed 10,000 messages in ${seconds.toFixed(1)} s`)
+  }, 180_000)
+
+  it('replays at most --max into --into, keeping attempts when asked, and says so as JSON', async () => {
+    const queue = await declare()
+    const other = await declare()
+    await fill(admin, `${queue}.dlq`, 4)
+    const run = await runCli(
+      ['--json', 'dlq', 'replay', `${queue}.dlq`, '--into', other, '--max', '3', '--keep-attempts'],
+      { env: { AMQP_URL } },
+    )
+    expect(run.code).toBe(0)
+    expect(JSON.parse(run.stdout)).toEqual({
+      source: `${queue}.dlq`,
+      target: other,
+      moved: 3,
+      waitingBefore: 4,
+    })
+    expect(run.stderr).toBe('')
+    expect(await admin.count(`${queue}.dlq`)).toBe(1)
+    const copy = await admin.get(other)
+    expect(readEnvelope(copy?.headers, { routingKey: other }).envelope.attempt).toBe(3)
+  })
+
+  it('exits 1 and leaves every message on the source when the target does not exist; 2 for a replay into itself', async () => {
+    const queue = await declare()
+    await fill(admin, `${queue}.dlq`, 2)
+    const missing = await runCli(['dlq', 'replay', `${queue}.dlq`, '--into', `${queue}-nowhere`], {
+      env: { AMQP_URL },
+    })
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toContain('not confirmed')
+    expect(await admin.count(`${queue}.dlq`)).toBe(2)
+    const itself = await runCli(['dlq', 'replay', `${queue}.dlq`, '--into', `${queue}.dlq`], {
+      env: { AMQP_URL },
+    })
+    expect(itself.code).toBe(2)
+    expect(itself.stderr).toContain('into itself')
+  })
+
+  it('reports the connection UP with exit code 0, showing the broker without its password', async () => {
+    const url = new URL(AMQP_URL)
+    const run = await runCli(['health'], { env: { AMQP_URL } })
+    expect(run.code).toBe(0)
+    expect(run.stdout).toMatch(/^UP\nconnection: UP/)
+    if (url.password !== '') expect(run.stdout).not.toContain(`:${url.password}@`)
+    const json = JSON.parse((await runCli(['health', '--json'], { env: { AMQP_URL } })).stdout) as {
+      status: string
+    }
+    expect(json.status).toBe('UP')
+  })
+})

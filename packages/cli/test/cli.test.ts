@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest'
+import { runCli } from './support/run-cli.js'
+
+// The built binary as an operator runs it; none of these needs a broker.
+describe('acemq without a broker', () => {
+  const commands = [
+    [],
+    ['dlq'],
+    ['dlq', 'list'],
+    ['dlq', 'peek'],
+    ['dlq', 'replay'],
+    ['topology'],
+    ['topology', 'plan'],
+    ['health'],
+    ['store'],
+    ['store', 'sql'],
+    ['outbox'],
+    ['outbox', 'sql'],
+  ]
+
+  it.each(commands.map((c) => [c.join(' ') || '(the program)', c] as const))(
+    'answers --help for %s with its usage and exit code 0',
+    async (_name, command) => {
+      const run = await runCli([...command, '--help'])
+      expect(run.code).toBe(0)
+      expect(run.stdout).toMatch(/^Usage: acemq/)
+      expect(run.stdout).toContain('--help')
+    },
+  )
+
+  it('exits 2 on an unknown command, an unknown option or a bad value, saying what is wrong', async () => {
+    const unknown = await runCli(['frobnicate'])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toContain("unknown command 'frobnicate'")
+    const option = await runCli(['store', 'sql', '--colour'])
+    expect(option.code).toBe(2)
+    expect(option.stderr).toContain("unknown option '--colour'")
+    const dialect = await runCli(['store', 'sql', '--dialect', 'oracle'])
+    expect(dialect.code).toBe(2)
+    expect(dialect.stderr).toContain('oracle')
+    const retry = await runCli(['topology', 'plan', 'orders', '--retry', 'sometimes(3)'])
+    expect(retry.code).toBe(2)
+    expect(retry.stderr).toContain('--retry must look like')
+  })
+
+  it('prints the idempotency table DDL for each dialect, and the outbox table DDL', async () => {
+    const postgres = await runCli(['store', 'sql'])
+    expect(postgres.code).toBe(0)
+    expect(postgres.stdout).toContain('CREATE TABLE IF NOT EXISTS "acemq_idempotency"')
+    const mysql = await runCli(['store', 'sql', '--dialect', 'mysql', '--table', 'app.seen'])
+    expect(mysql.stdout).toContain('CREATE TABLE IF NOT EXISTS `app`.`seen`')
+    const outbox = await runCli(['--json', 'outbox', 'sql', '--dialect', 'sqlite'])
+    const parsed = JSON.parse(outbox.stdout) as { dialect: string; table: string; sql: string }
+    expect(parsed.dialect).toBe('sqlite')
+    expect(parsed.table).toBe('acemq_outbox')
+    expect(parsed.sql).toContain('body BLOB NOT NULL')
+  })
+
+  it('plans the topology of a queue with a retry policy, for people and as JSON', async () => {
+    const human = await runCli([
+      'topology',
+      'plan',
+      'orders.placed',
+      '--retry',
+      'exponential(5,1s,1m)',
+    ])
+    expect(human.code).toBe(0)
+    expect(human.stdout).toContain('schedule 1000ms, 2000ms, 4000ms, 8000ms')
+    expect(human.stdout).toContain('queue    orders.placed.dlq (classic, durable)')
+    const json = await runCli([
+      'topology',
+      'plan',
+      'orders.placed',
+      '--retry',
+      'exponential(5, 1s, 1m)',
+      '--json',
+    ])
+    const plan = JSON.parse(json.stdout) as {
+      schedule: number[]
+      declarations: { kind: string; name?: string; arguments: Record<string, unknown> }[]
+    }
+    expect(plan.schedule).toEqual([1000, 2000, 4000, 8000])
+    const source = plan.declarations.find((d) => d.kind === 'queue' && d.name === 'orders.placed')
+    expect(source?.arguments['x-dead-letter-routing-key']).toBe('orders.placed.dlq')
+    // Waits of 30 s and more are spent in the broker: they get rung queues.
+    const long = await runCli(['--json', 'topology', 'plan', 'slow', '--retry', 'fixed(3,1m)'])
+    const rungs = (JSON.parse(long.stdout) as typeof plan).declarations.filter(
+      (d) => d.kind === 'queue' && d.name === 'slow.retry.1m',
+    )
+    expect(rungs[0]?.arguments['x-message-ttl']).toBe(60_000)
+  })
+
+  it('reports DOWN with exit code 1 when the broker cannot be reached, never printing the password', async () => {
+    const secret = 's3cr#t/pa@ss'
+    const url = `amqp://ops:${encodeURIComponent(secret)}@127.0.0.1:1`
+    for (const args of [
+      ['health', '--url', url],
+      ['health', '--json'],
+    ]) {
+      const run = await runCli(args, { env: { AMQP_URL: url } })
+      expect(run.code).toBe(1)
+      expect(run.stdout).toContain('DOWN')
+      for (const form of [secret, encodeURIComponent(secret)]) {
+        expect(run.stdout).not.toContain(form)
+        expect(run.stderr).not.toContain(form)
+      }
+    }
+    const replay = await runCli(['dlq', 'replay', 'orders.dlq', '--url', url])
+    expect(replay.code).toBe(1)
+    expect(replay.stderr).toMatch(/^error: /)
+    expect(replay.stderr).not.toContain(encodeURIComponent(secret))
+  })
+})

@@ -6,7 +6,7 @@ import {
   type TracerProvider,
 } from '@opentelemetry/api'
 import { ConfigurationError, type Instrumentation } from '@acemq/core'
-import { INSTRUMENTATION_SCOPE } from './names.js'
+import { ACEMQ_LABELS, INSTRUMENTATION_SCOPE } from './names.js'
 import { Instruments } from './internal/instruments.js'
 import { OtelInstrumentation } from './internal/otel-instrumentation.js'
 
@@ -37,6 +37,11 @@ export interface InstrumentOptions {
 export interface InstrumentableMq {
   setInstrumentation(instrumentation: Instrumentation | undefined): void
   readonly inFlight: number
+  /** The connection's ordered queues, for the halted-partitions gauge (an `AceMq` has them). */
+  readonly orderedQueues?: readonly {
+    readonly name: string
+    readonly haltedPartitions: readonly number[]
+  }[]
 }
 
 /**
@@ -87,11 +92,18 @@ export function instrument(mq: InstrumentableMq, options: InstrumentOptions = {}
   const instruments = new Instruments(tracer, meter)
   const observeInFlight = (result: ObservableResult): void => result.observe(mq.inFlight)
   instruments.consumeInFlight.addCallback(observeInFlight)
+  const observeHalted = (result: ObservableResult): void => {
+    for (const queue of mq.orderedQueues ?? []) {
+      result.observe(queue.haltedPartitions.length, { [ACEMQ_LABELS.queue]: queue.name })
+    }
+  }
+  instruments.orderedPartitionsHalted.addCallback(observeHalted)
 
   const uninstall = (): void => {
     if (!instruments.recording) return
     instruments.recording = false
     instruments.consumeInFlight.removeCallback(observeInFlight)
+    instruments.orderedPartitionsHalted.removeCallback(observeHalted)
     if (installed.get(mq) === uninstall) {
       installed.delete(mq)
       mq.setInstrumentation(undefined)

@@ -30,6 +30,8 @@ export const ACEMQ_METRICS = Object.freeze({
   outboxTotal: 'acemq.outbox.total',
   /** Histogram (s) of outbox lag: from a record's creation to its publish (or failure), same labels. */
   outboxLag: 'acemq.outbox.lag',
+  /** Gauge of the partitions of an ordered queue halted now, by `queue` (the ordered queue's name). */
+  orderedPartitionsHalted: 'acemq.ordered.partitions.halted',
 } as const)
 
 /**

@@ -64,6 +64,7 @@ export class Instruments {
   readonly consumeTotal: Counter
   readonly consumeDuration: Histogram
   readonly consumeInFlight: ObservableGauge
+  readonly orderedPartitionsHalted: ObservableGauge
   readonly retriedTotal: Counter
   readonly deadLetteredTotal: Counter
   readonly rungMissing: Counter
@@ -99,6 +100,13 @@ export class Instruments {
       description: 'Handlers running now, counted until their settlement is done.',
       unit: '{message}',
     })
+    this.orderedPartitionsHalted = meter.createObservableGauge(
+      ACEMQ_METRICS.orderedPartitionsHalted,
+      {
+        description: 'Partitions of an ordered queue halted on a message until resumed.',
+        unit: '{partition}',
+      },
+    )
     this.retriedTotal = meter.createCounter(ACEMQ_METRICS.messagesRetriedTotal, {
       description: 'Messages put back for another attempt.',
       unit: '{message}',

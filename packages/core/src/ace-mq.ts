@@ -8,6 +8,7 @@ import {
   type Consumer,
   type ConsumerHost,
   type DeliveryTask,
+  type TaskSet,
 } from './consumer/consumer.js'
 import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
@@ -434,25 +435,31 @@ export class AceMq implements AsyncDisposable {
     // Asked now, for the caller: a drain from inside a handler does not wait for that handler,
     // and only for that one (whichever task happens to finish last).
     const caller = this.#currentTask.getStore()
-    const except: ReadonlySet<DeliveryTask> = caller === undefined ? NO_TASKS : new Set([caller])
     if (signal?.aborted) throw abortError(signal)
+    const inside = caller !== undefined && caller.consumer.isRunning(caller)
     this.pauseConsuming()
     // Deliveries waiting out a retry or in-progress delay are not running handlers: they go
     // back at once rather than hold the drain open.
     for (const consumer of this.#consumers) consumer.endWaits()
-    if (this.#busy(except) === 0) return true
+    if (this.#busy(this.#inside) === 0) return true
+    // While it waits, the caller is no handler any other drain or close should wait for.
+    if (inside) this.#enterInside(caller)
     return new Promise<boolean>((resolve, reject) => {
       const timer = new AbortController()
       const finish = (result: boolean | Error): void => {
         timer.abort()
         this.#idleWaiters.delete(check)
+        this.#pendingDrains.delete(finish)
+        if (inside) this.#leaveInside(caller)
         signal?.removeEventListener('abort', onAbort)
         if (result instanceof Error) reject(result)
         else resolve(result)
       }
       const check = (): void => {
-        if (this.#busy(except) === 0) finish(true)
+        if (this.#busy(this.#inside) === 0) finish(true)
       }
+      // A connection that closes first answers it: false, its handlers were given up on.
+      this.#pendingDrains.add(finish)
       const onAbort = (): void => finish(abortError(signal))
       // sleep() takes waits past setTimeout's 2^31−1 ms limit in steps.
       void sleep(timeoutMs, timer.signal).then((elapsed) => {
@@ -538,9 +545,9 @@ export class AceMq implements AsyncDisposable {
     // Asked now, for the caller: is it one of this connection's running handlers?
     const caller = this.#currentTask.getStore()
     const inside = caller !== undefined && caller.consumer.isRunning(caller)
-    if (inside) {
+    if (inside && !this.#closers.has(caller)) {
       this.#closers.add(caller)
-      for (const consumer of this.#consumers) consumer.recheckIdle()
+      this.#enterInside(caller)
     }
     this.#closing ??= this.#close(drainTimeoutMs)
     // From inside a handler, waiting for the whole close would wait for that handler itself:
@@ -549,8 +556,29 @@ export class AceMq implements AsyncDisposable {
     return inside ? this.#othersDrained.promise : this.#closing
   }
 
-  /** Handlers that called close(): the drain does not wait for them. */
+  /** Handlers that called close(). */
   readonly #closers = new Set<DeliveryTask>()
+  /**
+   * Handlers waiting inside a drain or close of this connection or of one of its consumers, by
+   * how many such waits each is in: no drain or close waits for them, so two handlers that
+   * drain or close from inside never wait for each other.
+   */
+  readonly #inside = new Map<DeliveryTask, number>()
+  /** The drains still waiting; a close answers them `false` when it is done. */
+  readonly #pendingDrains = new Set<(result: boolean) => void>()
+
+  #enterInside(task: DeliveryTask): void {
+    this.#inside.set(task, (this.#inside.get(task) ?? 0) + 1)
+    // The set of tasks nobody waits for grew: a drain or close may be done now.
+    for (const check of [...this.#idleWaiters]) check()
+    for (const consumer of this.#consumers) consumer.recheckIdle()
+  }
+
+  #leaveInside(task: DeliveryTask): void {
+    const left = (this.#inside.get(task) ?? 1) - 1
+    if (left > 0) this.#inside.set(task, left)
+    else this.#inside.delete(task)
+  }
   /** Resolves once closing has drained every handler but the ones that called it. */
   readonly #othersDrained: Deferred<void> = deferred<void>()
 
@@ -565,11 +593,11 @@ export class AceMq implements AsyncDisposable {
     const relaysStopped = Promise.all([...this.#relays].map((relay) => relay.stop()))
     const consumers = [...this.#consumers]
     await Promise.all(consumers.map((c) => c.stopIntake()))
-    const idle = (except: ReadonlySet<DeliveryTask>): Promise<void> =>
+    const idle = (except: TaskSet): Promise<void> =>
       Promise.all(consumers.map((c) => c.whenIdle(except))).then(() => undefined)
-    if (!(await waitFor(idle(this.#closers), drainTimeoutMs))) {
+    if (!(await waitFor(idle(this.#inside), drainTimeoutMs))) {
       for (const consumer of consumers) consumer.abortHandlers()
-      if (!(await waitFor(idle(this.#closers), HANDLER_ABANDON_TIMEOUT))) {
+      if (!(await waitFor(idle(this.#inside), HANDLER_ABANDON_TIMEOUT))) {
         for (const consumer of consumers) consumer.abandonRunning()
       }
     }
@@ -591,13 +619,15 @@ export class AceMq implements AsyncDisposable {
       await this.transport.close()
     } finally {
       this.#unsubscribe()
+      // Drains still waiting (for handlers given up on) get their answer: not everything finished.
+      for (const finish of [...this.#pendingDrains]) finish(false)
       // On Node 20 an enabled AsyncLocalStorage stays in a process-wide list that every new
       // promise walks, until it is disabled: a closed connection must not cost them anything.
       this.#currentTask.disable()
     }
   }
 
-  #busy(except: ReadonlySet<DeliveryTask>): number {
+  #busy(except: TaskSet): number {
     let busy = 0
     for (const consumer of this.#consumers) busy += consumer.busy(except)
     return busy
@@ -732,6 +762,9 @@ export class AceMq implements AsyncDisposable {
         this.#consumers.delete(consumer)
       },
       reportError: (error, context) => this.#reportError(error, context),
+      insideWaits: this.#inside,
+      enterInside: (task) => this.#enterInside(task),
+      leaveInside: (task) => this.#leaveInside(task),
     }
   }
 }

@@ -83,6 +83,20 @@ export interface ConsumerHost {
   consumerClosed(consumer: ConsumerEngine<unknown>): void
   /** Reports a failure the engine recovered from (a store that failed, a move that failed). */
   reportError(error: unknown, context: string): void
+  /**
+   * Handlers waiting inside a drain or close of this connection (or of one of its consumers):
+   * no drain or close waits for them, or two of them would wait for each other.
+   */
+  readonly insideWaits: TaskSet
+  /** `task` waits inside a drain or close from now on (until {@link leaveInside}). */
+  enterInside(task: DeliveryTask): void
+  leaveInside(task: DeliveryTask): void
+}
+
+/** A set of tasks, as drains and closes read it. */
+export interface TaskSet {
+  has(task: DeliveryTask): boolean
+  readonly size: number
 }
 
 /** One delivery from the moment its processing starts until its settlement is done. */
@@ -321,7 +335,7 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   /** Running tasks, other than those in `except` (a drain or close called from inside handlers). */
-  busy(except: ReadonlySet<DeliveryTask>): number {
+  busy(except: TaskSet): number {
     if (except.size === 0) return this.#running.size
     let busy = 0
     for (const task of this.#running) if (!except.has(task)) busy++
@@ -329,7 +343,7 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   /** Resolves once {@link busy} is zero. `except` is read again at every check. */
-  whenIdle(except: ReadonlySet<DeliveryTask>): Promise<void> {
+  whenIdle(except: TaskSet): Promise<void> {
     if (this.busy(except) === 0) return Promise.resolve()
     return new Promise((resolve) => {
       const check = (): void => {
@@ -445,7 +459,12 @@ export class ConsumerEngine<T> implements Consumer {
     // Asked now, for the caller: is it one of this consumer's own handlers?
     const caller = this.#host.currentTask.getStore()
     const inside = caller !== undefined && this.#running.has(caller)
-    this.#closing ??= this.#close(drainTimeoutMs, inside ? new Set([caller]) : NO_TASKS)
+    if (this.#closing === undefined) {
+      if (inside) this.#host.enterInside(caller)
+      this.#closing = this.#close(drainTimeoutMs, inside ? caller : undefined).finally(() => {
+        if (inside) this.#host.leaveInside(caller)
+      })
+    }
     return this.#closing
   }
 
@@ -453,14 +472,16 @@ export class ConsumerEngine<T> implements Consumer {
     await this.close()
   }
 
-  async #close(drainTimeoutMs: number, except: ReadonlySet<DeliveryTask>): Promise<void> {
+  async #close(drainTimeoutMs: number, caller: DeliveryTask | undefined): Promise<void> {
     await this.stopIntake()
+    // Handlers waiting inside a drain or close (this one's caller among them) are not waited for.
+    const except = this.#host.insideWaits
     if (!(await waitFor(this.whenIdle(except), drainTimeoutMs))) {
       this.abortHandlers()
       if (!(await waitFor(this.whenIdle(except), HANDLER_ABANDON_TIMEOUT))) this.abandonRunning()
     }
     this.#host.consumerClosed(this as ConsumerEngine<unknown>)
-    if ([...except].some((task) => this.#running.has(task) && !task.abandoned)) {
+    if (caller !== undefined && this.#running.has(caller) && !caller.abandoned) {
       // Called from inside this consumer's own handler: waiting for it would wait for
       // itself. Return now; the channel closes once that handler has settled.
       this.#closeChannelWhenIdle = true
@@ -1066,8 +1087,6 @@ export class ConsumerEngine<T> implements Consumer {
     )
   }
 }
-
-const NO_TASKS: ReadonlySet<DeliveryTask> = new Set()
 
 /** Backoff before the n-th retry of a failed move: 1 s, 2 s, 4 s … up to 30 s. */
 function moveBackoff(attempt: number): number {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { ConfigurationError } from '@acemq/core'
 import { resolveEndpoint, resolveNodes } from '../../src/internal/endpoint.js'
-import type { EndpointSettings } from '../../src/internal/endpoint.js'
+import type { Endpoint, EndpointSettings } from '../../src/internal/endpoint.js'
 
 const settings: EndpointSettings = {
   heartbeatSeconds: 10,
@@ -127,7 +127,7 @@ describe('resolveNodes', () => {
           externalAuth: true,
         },
       }).nodes[0]
-      const { socketOptions } = node?.connectArguments('consume') ?? { socketOptions: {} }
+      const { socketOptions } = (node as Endpoint).connectArguments('consume')
       expect(socketOptions).toMatchObject({
         rejectUnauthorized: true,
         ca: 'CA PEM',

@@ -55,5 +55,11 @@ export * from './retry/retry-policy.js'
 export * from './telemetry/instrumentation.js'
 export * from './shutdown/shutdown-on-signals.js'
 export { Topology, consumerDeclarations, type QueueOptions } from './topology/topology.js'
-export { InMemoryTransport, type StoredMessage } from './transport/in-memory-transport.js'
+export {
+  DEFAULT_QUORUM_DELIVERY_LIMIT,
+  InMemoryTransport,
+  type InMemoryTransportOptions,
+  type SimulatedConnection,
+  type StoredMessage,
+} from './transport/in-memory-transport.js'
 export type * from './transport/transport.js'

@@ -352,6 +352,21 @@ describe('InMemoryTransport fault controls', () => {
     ])
   })
 
+  it('keeps a message whose queue TTL is longer than setTimeout can wait (2^31−1 ms) until it runs out', async () => {
+    vi.useFakeTimers()
+    const t = await connected()
+    const thirtyDays = 30 * 86_400_000
+    await t.declare([queue('slow-rung', 'classic', { 'x-message-ttl': thirtyDays })])
+    await t.publish(message('slow-rung'))
+    await vi.advanceTimersByTimeAsync(1_000)
+    expect(t.messageCount('slow-rung')).toBe(1)
+    await vi.advanceTimersByTimeAsync(29 * 86_400_000)
+    expect(t.messageCount('slow-rung')).toBe(1)
+    await vi.advanceTimersByTimeAsync(86_400_000)
+    expect(t.messageCount('slow-rung')).toBe(0)
+    await t.close()
+  })
+
   it("closes a delivery's channel when it stays unacknowledged past the consumer timeout", async () => {
     vi.useFakeTimers()
     const t = await connected({ consumerTimeoutMs: 1_000 })

@@ -7,6 +7,7 @@ import { sanitizeError, scrubSecrets } from './secrets.js'
 import { backoffDelay, closeModelQuietly } from './amqp-helpers.js'
 import { watchHeartbeats } from './heartbeat-watchdog.js'
 import { attemptOrder } from './node-order.js'
+import { describeHandshakeFailure } from './handshake-failure.js'
 import { describeTlsFailure } from './tls-failure.js'
 
 /** Reconnect backoff in milliseconds, or `undefined` when recovery is off. */
@@ -158,14 +159,20 @@ export class ManagedConnection {
     return sanitizeError(error, this.#nodes.secrets)
   }
 
-  /** Why connecting to a node failed, in words, without a secret (TLS refusals explained). */
-  #reason(error: unknown): string {
-    return scrubSecrets(describeTlsFailure(error) ?? describeError(error), this.#nodes.secrets)
+  /**
+   * Why connecting to a node failed, in words, without a secret (TLS refusals, a refused
+   * virtual host and a refused login explained).
+   */
+  #reason(error: unknown, node?: Endpoint): string {
+    const explained =
+      describeTlsFailure(error) ??
+      (node === undefined ? undefined : describeHandshakeFailure(error, node.description))
+    return scrubSecrets(explained ?? describeError(error), this.#nodes.secrets)
   }
 
   #connectFailed(node: Endpoint, error: unknown): AceMqError {
     return new AceMqError(
-      `could not open the ${this.#role} connection to ${node.description}: ${this.#reason(error)}`,
+      `could not open the ${this.#role} connection to ${node.description}: ${this.#reason(error, node)}`,
       { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(error) },
     )
   }
@@ -186,7 +193,7 @@ export class ManagedConnection {
         const model = await this.#connect(node)
         if (failures.length > 0) {
           this.#hooks.warn(
-            `the ${this.#role} connection is on ${node.description}; ${failures.map((failure) => `${failure.node.description} failed: ${this.#reason(failure.error)}`).join('; ')}`,
+            `the ${this.#role} connection is on ${node.description}; ${failures.map((failure) => `${failure.node.description} failed: ${this.#reason(failure.error, failure.node)}`).join('; ')}`,
           )
         }
         return { model, node }
@@ -203,7 +210,7 @@ export class ManagedConnection {
       })
     }
     throw new AceMqError(
-      `could not open the ${this.#role} connection to any of the ${failures.length} nodes: ${failures.map((failure) => `${failure.node.description}: ${this.#reason(failure.error)}`).join('; ')}`,
+      `could not open the ${this.#role} connection to any of the ${failures.length} nodes: ${failures.map((failure) => `${failure.node.description}: ${this.#reason(failure.error, failure.node)}`).join('; ')}`,
       { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(failures.at(-1)?.error) },
     )
   }

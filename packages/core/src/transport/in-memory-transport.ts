@@ -31,6 +31,9 @@ import type {
  */
 export const DEFAULT_QUORUM_DELIVERY_LIMIT = 20
 
+/** The longest delay setTimeout honours. */
+const MAX_TIMER_MS = 2_147_483_647
+
 /** Options for an {@link InMemoryTransport}. */
 export interface InMemoryTransportOptions {
   /**
@@ -928,7 +931,9 @@ export class InMemoryTransport implements Transport {
         queue.timerDue = Infinity
         this.#expire(queue)
       },
-      Math.max(0, due - Date.now()),
+      // setTimeout fires at once past 2^31−1 ms: a longer TTL (a rung of weeks) is waited out
+      // in steps, #expire expiring nothing until the head's time has come.
+      Math.min(Math.max(0, due - Date.now()), MAX_TIMER_MS),
     )
   }
 

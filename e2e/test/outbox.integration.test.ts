@@ -1,0 +1,117 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { AmqpAdmin } from '../../test-support/amqp-admin.js'
+import { eventually } from '../../test-support/engine-scenarios.js'
+import { AMQP_URL, requirePostgres, requireRabbit } from '../../test-support/services.js'
+import { OutboxWorld, type OutboxFigures } from './outbox-world.js'
+
+const ready = (await requireRabbit()) && (await requirePostgres())
+
+function report(what: string, figures: OutboxFigures): void {
+  console.log(`${what}: ${JSON.stringify(figures)}`)
+}
+
+describe.runIf(ready)(
+  'the transactional outbox end to end (Postgres, RabbitMQ, relay processes)',
+  () => {
+    let world: OutboxWorld
+
+    beforeEach(async () => {
+      world = await OutboxWorld.create(AMQP_URL)
+    })
+
+    afterEach(async () => {
+      await world.close()
+      const admin = await AmqpAdmin.open()
+      await admin.deleteQueues(
+        world.handledQueue,
+        `${world.handledQueue}.dlq`,
+        `${world.handledQueue}.parked`,
+        world.auditQueue,
+      )
+      await admin.channel.deleteExchange(world.exchange).catch(() => undefined)
+      await admin.close()
+    })
+
+    it('two relay processes on one outbox never publish one record twice: every order is delivered and handled exactly once', async () => {
+      const ORDERS = 2_000
+      await world.placeOrders(ORDERS)
+      // Long leases: any second copy would be a lease shared by two relays.
+      const relays = [
+        world.startRelay('a', { BATCH: '25', LEASE: '120000' }),
+        world.startRelay('b', { BATCH: '25', LEASE: '120000' }),
+      ]
+      await Promise.all(relays.map((relay) => relay.waitFor(/^READY$/, 30_000)))
+      await eventually(
+        async () => (await world.handledCount()) === ORDERS,
+        60_000,
+        'every order handled',
+      )
+      for (const relay of relays) relay.process.kill('SIGTERM')
+      const done = await Promise.all(relays.map((relay) => relay.waitFor(/^DONE /, 30_000)))
+      const published = done.map(
+        (line) => (JSON.parse(line.slice(5)) as { published: number }).published,
+      )
+      const figures = await world.figures()
+      report('two relays', figures)
+      expect(published.every((n) => n > 0)).toBe(true)
+      expect(published.reduce((a, b) => a + b, 0)).toBe(ORDERS)
+      expect(figures).toEqual({
+        orders: ORDERS,
+        delivered: ORDERS,
+        handled: ORDERS,
+        handledTwice: 0,
+        duplicates: 0,
+        lost: 0,
+      })
+      expect(await world.outbox.pendingCount()).toBe(0)
+    }, 120_000)
+
+    it('a relay killed between the confirm and the mark: the next relay publishes that batch again and the idempotent consumer handles each order once', async () => {
+      const ORDERS = 500
+      await world.placeOrders(ORDERS)
+      const doomed = world.startRelay('doomed', {
+        BATCH: '40',
+        LEASE: '2000',
+        STALL_AFTER_CONFIRM: '3',
+      })
+      const stalled = await doomed.waitFor(/^STALLED /, 30_000)
+      const stalledIds = JSON.parse(stalled.slice('STALLED '.length)) as string[]
+      doomed.process.kill('SIGKILL')
+      expect(await doomed.exited).toBe('SIGKILL')
+      // Confirmed by the broker, never marked: still pending in the outbox.
+      expect(stalledIds).toHaveLength(40)
+      await eventually(
+        () => stalledIds.every((id) => world.deliveries.get(id) === 1),
+        10_000,
+        'the stalled batch delivered once',
+      )
+      const successor = world.startRelay('successor', { BATCH: '40', LEASE: '2000' })
+      await successor.waitFor(/^READY$/, 30_000)
+      await eventually(
+        async () => (await world.handledCount()) === ORDERS,
+        60_000,
+        'every order handled',
+      )
+      await eventually(
+        () => stalledIds.every((id) => world.deliveries.get(id) === 2),
+        30_000,
+        'the stalled batch published again',
+      )
+      await eventually(
+        async () => (await world.outbox.pendingCount()) === 0,
+        30_000,
+        'the outbox empty',
+      )
+      const figures = await world.figures()
+      report('relay killed between confirm and mark', figures)
+      expect(figures).toEqual({
+        orders: ORDERS,
+        delivered: ORDERS + stalledIds.length,
+        handled: ORDERS,
+        handledTwice: 0,
+        duplicates: stalledIds.length,
+        lost: 0,
+      })
+    }, 120_000)
+  },
+)

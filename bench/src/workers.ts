@@ -17,6 +17,10 @@ export async function findWorker(name: string): Promise<Worker | undefined> {
     case 'close':
     case 'memory':
       return (await import('./comparisons/retry.js')).retry.workers[name]
+    case 'ordered':
+      return (await import('./comparisons/ordered.js')).ordered.workers[name]
+    case 'outbox':
+      return (await import('./comparisons/outbox.js')).outbox.workers[name]
     case 'experiment':
       if (name === 'experiment:als-consume') {
         return (await import('./experiments/als-consume.js')).workers[name]

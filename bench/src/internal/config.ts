@@ -7,7 +7,7 @@ export const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@
 export const QUICK = process.env['BENCH_QUICK'] === '1'
 
 /** Every comparison, by id, in the order they run. */
-export const COMPARISON_IDS = ['consume', 'publish', 'idempotent', 'retry'] as const
+export const COMPARISON_IDS = ['consume', 'publish', 'idempotent', 'retry', 'ordered', 'outbox'] as const
 export type ComparisonId = (typeof COMPARISON_IDS)[number]
 
 function envInt(name: string, fallback: number): number {
@@ -68,6 +68,10 @@ export interface Sizes {
   readonly memoryTotal: number
   readonly memoryEvery: number
   readonly profile: number
+  /** Entries an ordered-queue run drains, and the keys they are spread over. */
+  readonly ordered: number
+  readonly orderedKeys: number
+  readonly orderedWarmup: number
 }
 
 export function sizes(): Sizes {
@@ -89,6 +93,9 @@ export function sizes(): Sizes {
       memoryTotal: 10_000,
       memoryEvery: 1_000,
       profile: 2_000,
+      ordered: 1_000,
+      orderedKeys: 1_000,
+      orderedWarmup: 200,
     }
   }
   return {
@@ -109,5 +116,9 @@ export function sizes(): Sizes {
     memoryTotal: 200_000,
     memoryEvery: 20_000,
     profile: 30_000,
+    // Prefetch 1 per partition: one partition moves about one entry per broker round trip.
+    ordered: 8_000,
+    orderedKeys: 1_000,
+    orderedWarmup: 1_000,
   }
 }

@@ -318,17 +318,46 @@ describe('properties', () => {
   )
 
   test('a consumer wait stays within ±jitter of its delay and is never below 1 ms', () => {
+    // Every case reaches the bounds: the policy retries (attempts within its range, age 0)
+    // and keeps every wait in the consumer, so no case returns early.
+    const retrying = policies
+      .filter((policy) => policy.maxAttempts > 1)
+      .map((policy) => policy.waitInBrokerFrom(0))
+      .chain((policy) =>
+        fc.tuple(fc.constant(policy), fc.integer({ min: 1, max: policy.maxAttempts - 1 })),
+      )
     fc.assert(
-      fc.property(policies, attempt, unit, (policy, a, u) => {
+      fc.property(retrying, unit, ([policy, a], u) => {
         const wait = policy.nextWait(a, 0, () => u)
-        if (wait === null || wait.inBroker) return
+        expect(wait?.inBroker).toBe(false)
+        const ms = wait?.delayMs ?? Number.NaN
         const delay = policy.delayAfter(a)
-        expect(Number.isSafeInteger(wait.delayMs)).toBe(true)
-        expect(wait.delayMs).toBeGreaterThanOrEqual(Math.max(1, delay * (1 - policy.jitter)))
-        expect(wait.delayMs).toBeLessThanOrEqual(Math.max(1, delay * (1 + policy.jitter)))
+        expect(Number.isSafeInteger(ms)).toBe(true)
+        expect(ms).toBeGreaterThanOrEqual(Math.max(1, delay * (1 - policy.jitter)))
+        expect(ms).toBeLessThanOrEqual(Math.max(1, delay * (1 + policy.jitter)))
       }),
     )
   })
+
+  test.each([
+    // [delay, jitter, lowest, highest]: bounds with a fraction round inwards, never outside.
+    [1_001, 0.5, 501, 1_501],
+    [999, 0.3, 700, 1_298],
+    [10, 0.25, 8, 12],
+    [3, 0.5, 2, 4],
+  ])(
+    'a %i ms delay with jitter %d waits from %i to %i ms: a fractional bound rounds inwards',
+    (delay, jitter, lowest, highest) => {
+      const policy = RetryPolicy.fixed(2, delay).withJitter(jitter).waitInBrokerFrom(0)
+      expect(policy.nextWait(1, 0, () => 0)).toStrictEqual({ delayMs: lowest, inBroker: false })
+      expect(policy.nextWait(1, 0, () => 1 - Number.EPSILON)).toStrictEqual({
+        delayMs: highest,
+        inBroker: false,
+      })
+      expect(lowest).toBeGreaterThanOrEqual(delay * (1 - jitter))
+      expect(highest).toBeLessThanOrEqual(delay * (1 + jitter))
+    },
+  )
 
   test('a broker wait is exactly the scheduled delay and at least the threshold', () => {
     fc.assert(

@@ -14,6 +14,9 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions } },
   test: {
+    // A missing service fails the tests that need it unless ACEMQ_SKIP_SERVICES=1; then this
+    // reporter says how many tests were dropped (test-support/services.ts).
+    reporters: ['default', './test-support/services-reporter.ts'],
     projects: [
       {
         extends: true,

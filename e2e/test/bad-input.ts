@@ -13,6 +13,7 @@
  * - `{ "kind": "ok" }` → handled once.
  */
 import type { Options } from 'amqplib'
+import { readEnvelope, type Headers } from '@acemq/core'
 
 export type Outcome = 'handled' | 'parked' | 'dead-lettered'
 
@@ -284,10 +285,32 @@ export function expectedOutcome(
   if (kind === 'fail') {
     return {
       outcome: 'dead-lettered',
-      reason: /^gave up (after \d+ attempt\(s\)|on a message older than .+): asked to fail$/,
+      reason: GAVE_UP,
     }
   }
   return refused
+}
+
+/** Stands for "given up on": the exact reason depends on the headers (see giveUpReason). */
+const GAVE_UP = /^gave up /
+
+/**
+ * The exact reason a `{ "kind": "fail" }` message is dead-lettered with by the worker's
+ * `RetryPolicy.fixed(3, 10).giveUpAfter('1h')`, told from the headers it is published with, as
+ * the consumer reads them: an attempt header of 3 or more gives up at once on attempts; a
+ * plausible first-seen over an hour ago gives up on age (every such value here is years old);
+ * anything else is retried until the third attempt. A consumer that mistook the age (or the
+ * attempt) would give the other reason, and fail the test.
+ */
+function giveUpReason(headers: Record<string, unknown>): RegExp {
+  const { envelope } = readEnvelope(headers as Headers, { routingKey: 'bad-input' })
+  const why =
+    envelope.attempt >= 3
+      ? `gave up after ${envelope.attempt} attempt(s)`
+      : envelope.firstSeen !== undefined && Date.now() - envelope.firstSeen >= 3_600_000
+        ? 'gave up on a message older than 1h'
+        : 'gave up after 3 attempt(s)'
+  return new RegExp(`^${why.replace(/[()]/g, '\\$&')}: asked to fail$`)
 }
 
 /** `count` hostile messages, the same every run. */
@@ -326,7 +349,9 @@ export function badMessages(count: number): BadMessage[] {
       ...(seq % 3 !== 0 && { messageId: `bad-${seq}` }),
       ...(contentType !== undefined && { contentType }),
     }
-    const { outcome, reason } = expectedOutcome(contentType, body)
+    const expected = expectedOutcome(contentType, body)
+    const { outcome } = expected
+    const reason = expected.reason === GAVE_UP ? giveUpReason(headers) : expected.reason
     messages.push({
       seq,
       body,

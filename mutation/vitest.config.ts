@@ -1,0 +1,42 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { defineConfig } from 'vitest/config'
+
+// The Vitest configuration of the mutation run (see mutation/stryker.config.mjs). Stryker runs
+// it in a sandbox, a copy of the repository: every `@acemq/*` import is pointed at that copy's
+// `src`, because the workspace links under node_modules lead back to the unmutated originals
+// (a test importing `@acemq/core` would otherwise never see a mutant).
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+
+const alias = readdirSync(path.join(root, 'packages')).flatMap((dir) => {
+  const manifest = path.join(root, 'packages', dir, 'package.json')
+  let name: string
+  try {
+    name = (JSON.parse(readFileSync(manifest, 'utf8')) as { name: string }).name
+  } catch {
+    return []
+  }
+  return [
+    {
+      find: new RegExp(`^${name}$`),
+      replacement: path.join(root, 'packages', dir, 'src/index.ts'),
+    },
+  ]
+})
+
+const conditions = ['@acemq/source']
+
+export default defineConfig({
+  root,
+  resolve: { conditions, alias },
+  ssr: { resolve: { conditions } },
+  test: {
+    name: 'mutation',
+    // The target's tests (mutation/targets.mjs), set by mutation/stryker.config.mjs.
+    include: JSON.parse(process.env['ACEMQ_MUTATION_TESTS'] ?? '["packages/*/test/**/*.test.ts"]'),
+    exclude: ['**/node_modules/**', '**/*.disruptive.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+  },
+})

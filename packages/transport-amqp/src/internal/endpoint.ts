@@ -23,6 +23,8 @@ export interface Endpoint {
   readonly tls: boolean
   /** Passwords that must never leave the transport. */
   readonly secrets: readonly string[]
+  /** The SASL login: `PLAIN` (user and password), or `EXTERNAL` (the client certificate). */
+  readonly mechanism: string
   connectArguments(role: ConnectionRole): ConnectArguments
 }
 
@@ -283,10 +285,15 @@ export function resolveEndpoint(
     )
   }
   const unique = [...new Set(secrets.filter((secret) => secret !== ''))]
+  const mechanism =
+    tls && settings.tls?.externalAuth === true
+      ? 'EXTERNAL'
+      : (settings.socketOptions?.credentials?.mechanism ?? 'PLAIN')
   return {
     description,
     address,
     tls,
+    mechanism,
     secrets: unique,
     connectArguments(role) {
       const base = settings.socketOptions ?? {}

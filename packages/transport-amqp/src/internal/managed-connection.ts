@@ -166,7 +166,9 @@ export class ManagedConnection {
   #reason(error: unknown, node?: Endpoint): string {
     const explained =
       describeTlsFailure(error) ??
-      (node === undefined ? undefined : describeHandshakeFailure(error, node.description))
+      (node === undefined
+        ? undefined
+        : describeHandshakeFailure(error, node.description, node.mechanism))
     return scrubSecrets(explained ?? describeError(error), this.#nodes.secrets)
   }
 

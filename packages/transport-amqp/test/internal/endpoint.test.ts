@@ -136,6 +136,8 @@ describe('resolveNodes', () => {
         servername: 'rabbit.internal',
       })
       expect(socketOptions.credentials?.mechanism).toBe('EXTERNAL')
+      expect(node?.mechanism).toBe('EXTERNAL')
+      expect(resolveNodes('amqps://rabbit', settings).nodes[0]?.mechanism).toBe('PLAIN')
       const plain = resolveNodes('amqps://rabbit', settings).nodes[0]?.connectArguments('publish')
       expect(plain?.socketOptions).toMatchObject({ rejectUnauthorized: true })
       expect(plain?.socketOptions.credentials).toBeUndefined()

@@ -120,6 +120,20 @@ export interface ContractFixtures {
       readonly declaredBy: string
     }[]
   }
+  /** The queue type each kind of declared queue gets, and their durability. */
+  readonly queueTypeDefaults: {
+    readonly sourceQueue: string
+    readonly sourceQueueWithDeadLetter: string
+    readonly explicitClassicQueue: string
+    readonly explicitClassicQueueWithDeadLetter: string
+    readonly deadLetterQueue: string
+    readonly parkedQueue: string
+    readonly retryRung: string
+    readonly durability: {
+      readonly everyDeclaredQueueIsDurable: boolean
+      readonly exclusiveAutoDeleteOrTransient: string
+    }
+  }
 }
 
 /** `envelope-fixtures.json`: the `x-acemq-*` headers a publish puts on the wire. */

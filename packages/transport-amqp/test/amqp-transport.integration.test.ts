@@ -197,7 +197,10 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
 
     it('resolves a non-mandatory unroutable publish (the broker drops it, as asked)', async () => {
       const transport = await harness.open()
-      await transport.publish(message(uniqueName('nowhere'), 'x', { mandatory: false }))
+      await expect(
+        transport.publish(message(uniqueName('nowhere'), 'x', { mandatory: false })),
+      ).resolves.toBeUndefined()
+      expect(transport.unconfirmed).toBe(0)
     })
 
     it('rejects with PublishFailedError when the broker nacks (a full queue that rejects publishes)', async () => {
@@ -426,12 +429,12 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
       await admin.waitForCount('orders.new', 1)
     })
 
-    it('re-declaring the same topology is fine', async () => {
+    it('re-declaring the same topology resolves, on the same connection and on another', async () => {
       const transport = await harness.open()
-      await transport.declare(fixtureTopology())
-      await transport.declare(fixtureTopology())
+      await expect(transport.declare(fixtureTopology())).resolves.toBeUndefined()
+      await expect(transport.declare(fixtureTopology())).resolves.toBeUndefined()
       const other = await harness.open()
-      await other.declare(fixtureTopology())
+      await expect(other.declare(fixtureTopology())).resolves.toBeUndefined()
     })
 
     it('a queue that exists with other arguments is refused with an error naming it, and the transport keeps working', async () => {

@@ -74,6 +74,11 @@ describe.each(envelopeFixtures.cases)('the $case envelope fixture', (fixture) =>
   })
 })
 
+test('the fixture holds exactly the two cases these tests read, and nothing else', () => {
+  expect(Object.keys(envelopeFixtures)).toStrictEqual(['generatedBy', 'contract', 'cases'])
+  expect(envelopeFixtures.cases.map((c) => c.case)).toStrictEqual(['minimal', 'populated'])
+})
+
 test('the populated fixture keeps its x-tenant application header', () => {
   const populated = envelopeFixtures.cases.find((c) => c.case === 'populated')
   expect(populated).toBeDefined()

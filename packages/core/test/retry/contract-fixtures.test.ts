@@ -13,6 +13,8 @@ import {
   rungQueueName,
 } from '../../src/retry/queue-names.js'
 import { RetryPolicy } from '../../src/retry/retry-policy.js'
+import { Topology, consumerDeclarations } from '../../src/topology/topology.js'
+import type { Declaration } from '../../src/transport/transport.js'
 import { contractFixtures, type RetryScheduleCase } from '../fixtures.js'
 
 const FACTORY =
@@ -54,6 +56,33 @@ function fixturePolicy(fixture: RetryScheduleCase): RetryPolicy {
     .waitInBrokerFrom(fixture.brokerWaitThresholdMillis)
     .giveUpAfter(fixture.maxMessageAgeMillis)
 }
+
+test('the fixture holds exactly the sections and cases these tests read', () => {
+  // A section or case added to the fixture fails here until a test reads it.
+  expect(Object.keys(contractFixtures)).toStrictEqual([
+    'generatedBy',
+    'contract',
+    'defaultBrokerWaitThresholdMillis',
+    'deadLetterExchange',
+    'retryExchange',
+    'retrySchedules',
+    'jitter',
+    'brokerWaitThreshold',
+    'naming',
+    'rungArguments',
+    'topology',
+    'queueTypeDefaults',
+  ])
+  expect(contractFixtures.retrySchedules.map((s) => s.decisions.length)).toStrictEqual([
+    9, 9, 9, 9, 3,
+  ])
+  expect(contractFixtures.brokerWaitThreshold.cases).toHaveLength(30)
+  expect(contractFixtures.naming.retryQueues).toHaveLength(6)
+  expect(contractFixtures.rungArguments).toHaveLength(6)
+  expect(contractFixtures.topology.exchanges).toHaveLength(3)
+  expect(contractFixtures.topology.queues).toHaveLength(6)
+  expect(contractFixtures.topology.bindings).toHaveLength(4)
+})
 
 test('the fixture names the exchanges the constants name', () => {
   expect(contractFixtures.deadLetterExchange).toBe(DEAD_LETTER_EXCHANGE)
@@ -242,5 +271,81 @@ describe('topology', () => {
     const names = topology.queues.map((q) => q.name)
     expect(names).toContain(deadLetterQueueName(topology.sourceQueue))
     expect(names).toContain(parkedQueueName(topology.sourceQueue))
+  })
+
+  // The fixture's topology: a topic exchange `orders` bound to the source queue with `order.*`.
+  const declared = Topology.define()
+    .exchange('orders', 'topic')
+    .queueWithRetry(topology.sourceQueue, policy)
+    .bind(topology.sourceQueue, 'orders', 'order.*')
+    .plan()
+  const byConsumer = consumerDeclarations(topology.sourceQueue, policy)
+
+  function shape(d: Declaration): object {
+    switch (d.kind) {
+      case 'exchange':
+        return { name: d.name, type: d.type, durable: d.durable }
+      case 'queue':
+        return { name: d.name, type: d.type, durable: d.durable, arguments: d.arguments }
+      case 'binding':
+        return { queue: d.queue, exchange: d.exchange, routingKey: d.routingKey }
+    }
+  }
+
+  test.each([
+    ['exchange', topology.exchanges],
+    ['queue', topology.queues],
+    ['binding', topology.bindings],
+  ] as const)('every %s is declared as the fixture says, by whom it says', (kind, expected) => {
+    const strip = ({ declaredBy: _by, ...rest }: { declaredBy: string }): object => rest
+    const ofKind = (list: readonly Declaration[]): object[] =>
+      list.filter((d) => d.kind === kind).map(shape)
+    expect(ofKind(declared)).toEqual(expect.arrayContaining(expected.map(strip)))
+    expect(ofKind(declared)).toHaveLength(expected.length)
+    // `consumer` and `both` are what a consumer declares itself; `topology` only the topology.
+    const fromConsumer = expected.filter((e) => e.declaredBy !== 'topology').map(strip)
+    expect(ofKind(byConsumer)).toEqual(expect.arrayContaining(fromConsumer))
+    expect(ofKind(byConsumer)).toHaveLength(fromConsumer.length)
+    expect(expected.every((e) => ['topology', 'consumer', 'both'].includes(e.declaredBy))).toBe(
+      true,
+    )
+  })
+})
+
+describe('queue type defaults', () => {
+  const defaults = contractFixtures.queueTypeDefaults
+  const policy = RetryPolicy.exponential(6, '10s', '5m')
+  const typeOf = (topology: Topology, name: string): string | undefined => {
+    const found = topology.plan().find((d) => d.kind === 'queue' && d.name === name)
+    return found?.kind === 'queue' ? found.type : undefined
+  }
+
+  test.each([
+    ['sourceQueue', Topology.define().queue('q'), 'q'],
+    ['sourceQueueWithDeadLetter', Topology.define().queueWithDeadLetter('q'), 'q'],
+    ['explicitClassicQueue', Topology.define().queue('q', { type: 'classic' }), 'q'],
+    [
+      'explicitClassicQueueWithDeadLetter',
+      Topology.define().queueWithDeadLetter('q', { type: 'classic' }),
+      'q',
+    ],
+    ['deadLetterQueue', Topology.define().queueWithDeadLetter('q'), 'q.dlq'],
+    ['parkedQueue', Topology.define().queueWithDeadLetter('q'), 'q.parked'],
+    ['retryRung', Topology.define().queueWithRetry('q', policy), 'q.retry.40s'],
+  ] as const)('a %s is declared as the fixture says', (key, topology, name) => {
+    expect(typeOf(topology, name)).toBe(defaults[key])
+  })
+
+  test('every queue a topology or a consumer declares is durable', () => {
+    expect(defaults.durability.everyDeclaredQueueIsDurable).toBe(true)
+    expect(defaults.durability.exclusiveAutoDeleteOrTransient).toMatch(/classic/)
+    const plans = [
+      Topology.define().queue('q').queue('c', { type: 'classic' }).plan(),
+      Topology.define().queueWithRetry('q', policy).plan(),
+      consumerDeclarations('q', policy),
+    ]
+    const queues = plans.flat().filter((d) => d.kind === 'queue')
+    expect(queues.length).toBeGreaterThan(0)
+    for (const q of queues) expect(q.durable, q.kind === 'queue' ? q.name : '').toBe(true)
   })
 })

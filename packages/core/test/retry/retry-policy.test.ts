@@ -179,7 +179,8 @@ describe('delays and decisions', () => {
     expect(policy.brokerRungs()).toStrictEqual([
       32_000, 64_000, 128_000, 256_000, 512_000, 1_024_000, 2_048_000, 3_600_000,
     ])
-    expect(performance.now() - started).toBeLessThan(100)
+    // Walking all 2^31 − 1 attempts would take minutes; the margin holds on a loaded machine.
+    expect(performance.now() - started).toBeLessThan(2_000)
   })
 
   test('a broker wait is exact and a consumer wait is jittered', () => {

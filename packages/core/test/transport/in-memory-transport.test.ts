@@ -199,8 +199,11 @@ describe('InMemoryTransport', () => {
   it('fails a publish at once while disconnected', async () => {
     const t = await connected()
     await t.declare(Topology.define().queue('q').plan())
-    const loss = t.simulateConnectionLoss(50)
+    let reconnected = false
+    const loss = t.simulateConnectionLoss(50).then(() => (reconnected = true))
     await expect(t.publish(message('q'))).rejects.toThrow(/disconnected/)
+    // It failed while the connection was down, without waiting for it to come back.
+    expect(reconnected).toBe(false)
     await loss
     await t.publish(message('q'))
   })

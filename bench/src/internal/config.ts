@@ -117,7 +117,7 @@ export function sizes(): Sizes {
     memoryEvery: 20_000,
     profile: 30_000,
     // Prefetch 1 per partition: one partition moves about one entry per broker round trip.
-    ordered: 8_000,
+    ordered: 6_000,
     orderedKeys: 1_000,
     orderedWarmup: 1_000,
   }

@@ -1,5 +1,6 @@
 import path from 'node:path'
-import type { Reporter, TestModule, UserConsoleLog } from 'vitest/node'
+import type { UserConsoleLog } from 'vitest'
+import type { Reporter, TestModule } from 'vitest/node'
 import { SKIP_SERVICES_VARIABLE, skippingMissingServices } from './services.js'
 
 /**

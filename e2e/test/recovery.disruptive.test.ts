@@ -28,7 +28,10 @@ describe.runIf(hasRabbit)('a consumer after the broker drops every connection', 
     await admin.close()
   })
 
-  it('keeps consuming, without a restart, after rabbitmqctl close_all_connections (three times)', async () => {
+  it('reconnects and keeps consuming, without a restart, after rabbitmqctl close_all_connections (three times)', async () => {
+    // The fault must really happen: each drop is seen as a disconnect, then a reconnect.
+    const events: string[] = []
+    const unsubscribe = mq.transport.onEvent((event) => events.push(event.type))
     const handled: number[] = []
     await mq.consume<{ n: number }>(
       queue,
@@ -41,7 +44,16 @@ describe.runIf(hasRabbit)('a consumer after the broker drops every connection', 
     await publisher.send({ n: 0 })
     await eventually(() => handled.includes(0), 10_000, 'the first message')
     for (let round = 1; round <= 3; round++) {
+      const before = events.length
       await withBrokerFault(() => closeAllConnections())
+      await eventually(
+        () => events.slice(before).includes('reconnected'),
+        20_000,
+        `a reconnect after drop ${round}`,
+      )
+      const since = events.slice(before)
+      expect(since.indexOf('disconnected')).toBeGreaterThanOrEqual(0)
+      expect(since.indexOf('disconnected')).toBeLessThan(since.lastIndexOf('reconnected'))
       await eventually(
         async () => (await mq.health()).status === 'UP',
         20_000,
@@ -55,5 +67,6 @@ describe.runIf(hasRabbit)('a consumer after the broker drops every connection', 
       )
     }
     expect([...new Set(handled)].sort()).toEqual([0, 1, 2, 3])
+    unsubscribe()
   }, 90_000)
 })

@@ -7,7 +7,14 @@ export const DATABASE_URL = process.env['DATABASE_URL'] ?? 'postgres://postgres@
 export const QUICK = process.env['BENCH_QUICK'] === '1'
 
 /** Every comparison, by id, in the order they run. */
-export const COMPARISON_IDS = ['consume', 'publish', 'idempotent', 'retry', 'ordered', 'outbox'] as const
+export const COMPARISON_IDS = [
+  'consume',
+  'publish',
+  'idempotent',
+  'retry',
+  'ordered',
+  'outbox',
+] as const
 export type ComparisonId = (typeof COMPARISON_IDS)[number]
 
 function envInt(name: string, fallback: number): number {

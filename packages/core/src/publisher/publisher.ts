@@ -63,7 +63,8 @@ function outcomeOf(error: unknown): PublishOutcome {
  * @example
  * ```ts
  * const orders = mq.publisher<OrderPlaced>('', 'orders.placed')
- * await orders.send({ id: 'o-1' }, { correlation: 'checkout-42', headers: { 'x-tenant': 'acme' } })
+ * // The business id as the envelope id: an idempotent consumer handles a resend once.
+ * await orders.send(order, { id: order.id, correlation: 'checkout-42', headers: { 'x-tenant': 'acme' } })
  * ```
  */
 export class Publisher<T> {

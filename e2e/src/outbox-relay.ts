@@ -28,13 +28,15 @@ const store: OutboxStore =
   stallAfter > 0
     ? new Proxy(kysely, {
         get(target, property, receiver) {
-          if (property === 'markPublished') {
-            return async (ids: string | readonly string[]) => {
+          if (property === 'markPublished' || property === 'markPublishedAndClaim') {
+            return async (ids: readonly string[], ...rest: [number, number]) => {
               if (++marks === stallAfter) {
                 process.stdout.write(`STALLED ${JSON.stringify(ids)}\n`)
                 await new Promise(() => undefined)
               }
-              return target.markPublished(ids)
+              return property === 'markPublished'
+                ? target.markPublished(ids)
+                : target.markPublishedAndClaim(ids, ...rest)
             }
           }
           const value: unknown = Reflect.get(target, property, receiver)

@@ -7,12 +7,20 @@ import { sqliteOutboxTable } from './internal/outbox-table-sql.js'
  * this package needs no Kysely of its own.
  */
 export interface KyselyMigrationDatabase {
-  executeQuery(query: {
-    readonly sql: string
+  // `never`: any Kysely's executeQuery fits, whatever its own query types are.
+  executeQuery(query: never): Promise<unknown>
+}
+
+/** A raw statement as Kysely compiles one (`CompiledQuery.raw`). */
+interface RawQuery {
+  readonly sql: string
+  readonly parameters: readonly unknown[]
+  readonly query: {
+    readonly kind: 'RawNode'
+    readonly sqlFragments: readonly string[]
     readonly parameters: readonly unknown[]
-    readonly query: unknown
-    readonly queryId: unknown
-  }): Promise<unknown>
+  }
+  readonly queryId: { readonly queryId: string }
 }
 
 /** A Kysely migration: `up` creates the table, `down` drops it. Fits `Migrator`'s `Migration`. */
@@ -21,14 +29,13 @@ export interface SqliteOutboxMigration {
   down(db: KyselyMigrationDatabase): Promise<void>
 }
 
-/** A raw statement as Kysely compiles one (`CompiledQuery.raw`). */
-function raw(statement: string): Parameters<KyselyMigrationDatabase['executeQuery']>[0] {
+function raw(statement: string): never {
   return {
     sql: statement,
     parameters: [],
     query: { kind: 'RawNode', sqlFragments: [statement], parameters: [] },
     queryId: { queryId: randomUUID() },
-  }
+  } satisfies RawQuery as never
 }
 
 /**

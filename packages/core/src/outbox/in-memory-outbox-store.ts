@@ -130,6 +130,17 @@ export class InMemoryOutboxStore implements OutboxStore {
     }
   }
 
+  /** {@link markPublished} then {@link claimBatch}. */
+  async markPublishedAndClaim(
+    ids: readonly string[],
+    batch: number,
+    leaseMs: number,
+  ): Promise<readonly StoredOutboxRecord[]> {
+    assertClaimBatch(batch, leaseMs)
+    await this.markPublished(ids)
+    return this.claimBatch(batch, leaseMs)
+  }
+
   async markFailed(id: string, reason: string): Promise<OutboxFailure> {
     const [key] = outboxIds(id)
     const entry = this.#entries.get(key as string)

@@ -56,9 +56,8 @@ export interface OutboxRelayHost {
   relayStopped(relay: OutboxRelay): void
 }
 
-/** What one round did. */
-interface Round {
-  readonly claimed: number
+/** What a run of rounds did. */
+interface Rounds {
   readonly published: number
   /** The connection could not publish: the claimed records were handed back. */
   readonly stalled: boolean
@@ -96,7 +95,7 @@ export class OutboxRelay {
   #loop: Promise<void> | undefined
   #stopping: AbortController | undefined
   #unregister: (() => void) | undefined
-  readonly #rounds = new Set<Promise<Round>>()
+  readonly #running = new Set<Promise<Rounds>>()
   #lastError: string | undefined
 
   /**
@@ -196,7 +195,7 @@ export class OutboxRelay {
       this.#unregister = undefined
       this.#host.relayStopped(this)
     }
-    await Promise.allSettled([...this.#rounds])
+    await Promise.allSettled([...this.#running])
   }
 
   /**
@@ -212,48 +211,93 @@ export class OutboxRelay {
    */
   async drainOnce(): Promise<number> {
     if (this.#host.closed) throw new ClosedError()
-    let published = 0
-    for (;;) {
-      const round = await this.#round()
-      published += round.published
-      if (round.stalled) {
-        throw new ClosedError(
-          `the outbox relay could not publish: ${this.#lastError ?? 'the connection is not open'}`,
-        )
-      }
-      if (round.claimed < this.#batch) return published
+    const { published, stalled } = await this.#track(this.#rounds(() => true))
+    if (stalled) {
+      throw new ClosedError(
+        `the outbox relay could not publish: ${this.#lastError ?? 'the connection is not open'}`,
+      )
     }
+    return published
   }
 
   async #run(signal: AbortSignal): Promise<void> {
+    const canPublish = (): boolean =>
+      !signal.aborted && !this.#host.publishingPaused && this.#host.transport.state.open
     while (!signal.aborted) {
-      let wait = true
       try {
-        if (!this.#host.publishingPaused && this.#host.transport.state.open) {
-          const round = await this.#round()
-          wait = round.claimed < this.#batch || round.stalled
-        }
+        if (canPublish()) await this.#track(this.#rounds(canPublish))
       } catch (error) {
         this.#lastError = describeError(error)
         this.#host.reportError(error, 'the outbox relay could not finish a round; it tries again')
       }
-      if (wait) await sleep(this.#pollMs, signal)
+      // The outbox had less than a batch (or could not be relayed): wait before looking again.
+      await sleep(this.#pollMs, signal)
     }
   }
 
-  #round(): Promise<Round> {
-    const round = this.#relayBatch()
-    this.#rounds.add(round)
+  #track(rounds: Promise<Rounds>): Promise<Rounds> {
+    this.#running.add(rounds)
     const forget = (): void => {
-      this.#rounds.delete(round)
+      this.#running.delete(rounds)
     }
-    round.then(forget, forget)
-    return round
+    rounds.then(forget, forget)
+    return rounds
   }
 
-  async #relayBatch(): Promise<Round> {
-    const records = await this.store.claimBatch(this.#batch, this.#leaseMs)
-    if (records.length === 0) return { claimed: 0, published: 0, stalled: false }
+  /**
+   * Rounds back to back while batches come back full and `more()` says so. A store that can
+   * mark one batch published and claim the next in one statement (`markPublishedAndClaim`)
+   * does so: one commit per round instead of two.
+   */
+  async #rounds(more: () => boolean): Promise<Rounds> {
+    let published = 0
+    let records = await this.store.claimBatch(this.#batch, this.#leaseMs)
+    while (records.length > 0) {
+      const next = records.length >= this.#batch
+      const round = await this.#relayBatch(records)
+      published += round.confirmed.length
+      if (round.stalled) {
+        await this.#markPublished(round.confirmed)
+        return { published, stalled: true }
+      }
+      if (next && more()) {
+        records = await this.#markPublished(round.confirmed, true)
+      } else {
+        await this.#markPublished(round.confirmed)
+        records = []
+      }
+    }
+    return { published, stalled: false }
+  }
+
+  /**
+   * Marks the confirmed records published — only after their confirms: a relay that dies
+   * before this publishes them again after the lease — and, when `claimNext`, claims the next
+   * batch (in the same statement when the store can).
+   */
+  async #markPublished(
+    confirmed: readonly StoredOutboxRecord[],
+    claimNext = false,
+  ): Promise<readonly StoredOutboxRecord[]> {
+    const ids = confirmed.map((record) => record.id)
+    let next: readonly StoredOutboxRecord[] = []
+    if (ids.length > 0 && claimNext && this.store.markPublishedAndClaim !== undefined) {
+      next = await this.store.markPublishedAndClaim(ids, this.#batch, this.#leaseMs)
+    } else {
+      if (ids.length > 0) await this.store.markPublished(ids)
+      if (claimNext) next = await this.store.claimBatch(this.#batch, this.#leaseMs)
+    }
+    this.#published += ids.length
+    const now = Date.now()
+    for (const record of confirmed) this.#report(record, 'published', now)
+    return next
+  }
+
+  /** Publishes a batch; counts the refused ones and hands back what the connection failed. */
+  async #relayBatch(records: readonly StoredOutboxRecord[]): Promise<{
+    readonly confirmed: readonly StoredOutboxRecord[]
+    readonly stalled: boolean
+  }> {
     const transport = this.#host.transport
     const results = await Promise.allSettled(records.map((record) => this.#publish(record)))
     const confirmed: StoredOutboxRecord[] = []
@@ -267,13 +311,6 @@ export class OutboxRelay {
         this.#lastError = describeError(result.reason)
       } else refused.push({ record, error: result.reason })
     })
-    // Only after the confirms: a relay that dies here publishes these again after the lease.
-    if (confirmed.length > 0) {
-      await this.store.markPublished(confirmed.map((record) => record.id))
-      this.#published += confirmed.length
-      const now = Date.now()
-      for (const record of confirmed) this.#report(record, 'published', now)
-    }
     for (const { record, error } of refused) {
       await this.store.markFailed(record.id, describeError(error))
       this.#failed++
@@ -281,7 +318,7 @@ export class OutboxRelay {
       this.#lastError = describeError(error)
     }
     if (handBack.length > 0) await this.store.release(handBack)
-    return { claimed: records.length, published: confirmed.length, stalled: handBack.length > 0 }
+    return { confirmed, stalled: handBack.length > 0 }
   }
 
   #publish(record: StoredOutboxRecord): Promise<void> {

@@ -143,11 +143,11 @@ describe('the outbox relay on the in-memory transport', () => {
     await store.add(OutboxRecord.of('', 'orders.placed', {}))
     await store.add(OutboxRecord.of('', 'nowhere', {}))
     await mq.outbox(store).drainOnce()
-    expect(relayed.map((r) => [r.routingKey, r.outcome])).toEqual([
-      ['orders.placed', 'published'],
+    expect(relayed.map((r) => [r.routingKey, r.outcome]).sort()).toEqual([
       ['nowhere', 'failed'],
+      ['orders.placed', 'published'],
     ])
-    expect(relayed[0]?.lagMs).toBeGreaterThanOrEqual(2_000)
+    expect(relayed.every((r) => r.lagMs >= 2_000)).toBe(true)
   })
 
   it('refuses options that make no sense, and a second running relay under the same health name', () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { AMQP_URL } from '../../test-support/services.js'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from './broker-lock.js'
 import { answeredHealth, freePort } from './health-server.js'
+import { expectRepeatable } from './repeatable.js'
 import { runExample, startExample } from './run-example.js'
 
 /**
@@ -58,6 +59,14 @@ export function healthExampleSuite(
         })
       },
       LOCK_WAIT_TIMEOUT + 60_000,
+    )
+
+    it(
+      'runs twice with the same output',
+      async () => {
+        await withoutBrokerFaults(() => expectRepeatable(name, { AMQP_URL, PORT: '0' }))
+      },
+      LOCK_WAIT_TIMEOUT + 90_000,
     )
   })
 }

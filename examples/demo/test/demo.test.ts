@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { expectRepeatable } from '../../test-support/repeatable.js'
 import { runExample } from '../../test-support/run-example.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { printedHealth, reportedDuration, story } from './story.js'
@@ -55,4 +56,13 @@ describe('pnpm demo on the embedded default (in-memory transport, SQLite)', () =
   it('finishes in well under a minute', () => {
     expect(reportedDuration(output)).toBeLessThan(20_000)
   })
+
+  it('runs twice with the same output', async () => {
+    await expectRepeatable(
+      'demo',
+      { AMQP_URL: undefined, DATABASE_URL: undefined },
+      // Each run has a temporary directory of its own.
+      { normalize: (line) => line.replace(/\/\S*acemq\S*/g, '<temporary>') },
+    )
+  }, 120_000)
 })

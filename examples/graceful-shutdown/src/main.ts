@@ -1,5 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { ConsumerOptions, Topology, shutdownOnSignals } from '@acemq/core'
+import amqplib from 'amqplib'
+import {
+  ConsumerOptions,
+  Topology,
+  deadLetterQueueName,
+  parkedQueueName,
+  shutdownOnSignals,
+} from '@acemq/core'
 import { connect } from '@acemq/transport-amqp'
 
 const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
@@ -10,12 +17,32 @@ const mq = await connect(url)
 await mq.applyTopology(Topology.define().queueWithDeadLetter(queue))
 
 // SIGTERM or SIGINT: stop taking messages, let the running job finish (up to 10 s), hand the
-// rest back to the queue, close, and exit 0 (1 if the job had to be abandoned).
+// rest back to the queue, close, and exit 0 (1 if the job had to be abandoned). The process
+// exits once onShutdown has finished.
 shutdownOnSignals(mq, {
   timeout: '10s',
-  onShutdown: ({ signal, drained, closed, durationMs }) =>
-    console.log(`${signal}: drained=${drained} closed=${closed} in ${durationMs} ms; exiting`),
+  onShutdown: async ({ signal, drained, closed, durationMs }) => {
+    console.log(`${signal}: drained=${drained} closed=${closed} in ${durationMs} ms`)
+    await leaveNothingBehind()
+    console.log('exiting')
+  },
 })
+
+/**
+ * The jobs that had not started are back in the queue, for the next instance. A demo run then
+ * removes its queues, so it runs again the same way; a real service keeps them.
+ */
+async function leaveNothingBehind(): Promise<void> {
+  const admin = await amqplib.connect(url)
+  const channel = await admin.createChannel()
+  const { messageCount } = await channel.checkQueue(queue)
+  console.log(`${messageCount} job(s) handed back to ${queue}`)
+  for (const name of [queue, deadLetterQueueName(queue), parkedQueueName(queue)]) {
+    await channel.deleteQueue(name)
+  }
+  await admin.close()
+  console.log(`removed ${queue} and its .dlq and .parked`)
+}
 
 let firstJob!: () => void
 const started = new Promise<void>((resolve) => (firstJob = resolve))

@@ -3,6 +3,7 @@ import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
+import { expectRepeatable } from '../../test-support/repeatable.js'
 import { startExample } from '../../test-support/run-example.js'
 
 const hasRabbit = await requireRabbit()
@@ -43,10 +44,13 @@ describe.runIf(hasRabbit)('the graceful-shutdown example', () => {
         const afterSignal = example.lines.slice(linesBeforeSignal).join('\n')
         expectLinesInOrder(afterSignal, [
           /^job-1: finished$/,
-          /^SIGTERM: drained=true closed=true in \d+ ms; exiting$/,
+          /^SIGTERM: drained=true closed=true in \d+ ms$/,
+          new RegExp(`^2 job\\(s\\) handed back to ${queue}$`),
+          new RegExp(`^removed ${queue} and its \\.dlq and \\.parked$`),
+          /^exiting$/,
         ])
         expect(example.output()).not.toMatch(/job-[23]: started/)
-        await admin.waitForCount(queue, 2, 5_000)
+        expect(await admin.count(queue)).toBeUndefined()
       })
     },
     LOCK_WAIT_TIMEOUT + 60_000,
@@ -64,10 +68,27 @@ describe.runIf(hasRabbit)('the graceful-shutdown example', () => {
           /^job-1: started, takes 500 ms$/,
           /^sending SIGTERM to itself mid-job, as a deploy would$/,
           /^job-1: finished$/,
-          /^SIGTERM: drained=true closed=true in \d+ ms; exiting$/,
+          /^SIGTERM: drained=true closed=true in \d+ ms$/,
+          new RegExp(`^2 job\\(s\\) handed back to ${queue}$`),
+          /^exiting$/,
         ])
       })
     },
     LOCK_WAIT_TIMEOUT + 60_000,
+  )
+
+  it(
+    'runs twice with the same output and leaves no queue behind',
+    async () => {
+      await withoutBrokerFaults(async () => {
+        queue = uniqueName('examples.graceful-shutdown')
+        await expectRepeatable(
+          'graceful-shutdown',
+          { AMQP_URL, QUEUE: queue, JOB_MS: '300' },
+          { queues: [queue, `${queue}.dlq`, `${queue}.parked`] },
+        )
+      })
+    },
+    LOCK_WAIT_TIMEOUT + 90_000,
   )
 })

@@ -3,6 +3,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { DATABASE_URL, requirePostgres, uniqueName } from '../../../test-support/services.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
+import { expectRepeatable } from '../../test-support/repeatable.js'
 import { runExample } from '../../test-support/run-example.js'
 
 const hasPostgres = await requirePostgres()
@@ -41,4 +42,8 @@ describe.runIf(hasPostgres)('the kysely-migration example', () => {
       expect(rows[0]?.found, name).toBeNull()
     }
   }, 60_000)
+
+  it('runs twice with the same output', async () => {
+    await expectRepeatable('kysely-migration', { DATABASE_URL, IDEMPOTENCY_TABLE: table })
+  }, 90_000)
 })

@@ -1,4 +1,11 @@
-import { ConsumerOptions, RetryPolicy, Topology } from '@acemq/core'
+import amqplib from 'amqplib'
+import {
+  ConsumerOptions,
+  RetryPolicy,
+  Topology,
+  deadLetterQueueName,
+  parkedQueueName,
+} from '@acemq/core'
 import { connect } from '@acemq/transport-amqp'
 
 const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
@@ -19,3 +26,13 @@ await mq.consume<{ id: string }>(queue, ConsumerOptions.defaults().withRetry(pol
 await mq.publisher<{ id: string }>('', queue).send({ id: 'order-1' }) // resolves on confirm
 await done
 console.log('handled; closing')
+await mq.close()
+
+// A demo run leaves nothing behind, so it runs again the same way; a real service keeps its queues.
+const admin = await amqplib.connect(url)
+const channel = await admin.createChannel()
+for (const name of [queue, deadLetterQueueName(queue), parkedQueueName(queue)]) {
+  await channel.deleteQueue(name)
+}
+await admin.close()
+console.log(`removed ${queue} and its .dlq and .parked`)

@@ -3,6 +3,7 @@ import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
+import { expectRepeatable } from '../../test-support/repeatable.js'
 import { runExample } from '../../test-support/run-example.js'
 
 const hasRabbit = await requireRabbit()
@@ -32,10 +33,26 @@ describe.runIf(hasRabbit)('the minimal-consumer example', () => {
         /^order-1: attempt 1$/,
         /^order-1: attempt 2$/,
         /^handled; closing$/,
+        new RegExp(`^removed ${queue} and its \\.dlq and \\.parked$`),
       ])
-      expect(await admin.count(queue)).toBe(0)
-      expect(await admin.count(`${queue}.dlq`)).toBe(0)
+      for (const name of [queue, `${queue}.dlq`, `${queue}.parked`]) {
+        expect(await admin.count(name), name).toBeUndefined()
+      }
     },
     LOCK_WAIT_TIMEOUT + 60_000,
+  )
+
+  it(
+    'runs twice with the same output and leaves no queue behind',
+    async () => {
+      await withoutBrokerFaults(() =>
+        expectRepeatable(
+          'minimal-consumer',
+          { AMQP_URL, QUEUE: queue },
+          { queues: [queue, `${queue}.dlq`, `${queue}.parked`] },
+        ),
+      )
+    },
+    LOCK_WAIT_TIMEOUT + 90_000,
   )
 })

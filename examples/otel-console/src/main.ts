@@ -11,7 +11,14 @@ import {
   ConsoleSpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base'
-import { ConsumerOptions, RetryPolicy, Topology } from '@acemq/core'
+import amqplib from 'amqplib'
+import {
+  ConsumerOptions,
+  RetryPolicy,
+  Topology,
+  deadLetterQueueName,
+  parkedQueueName,
+} from '@acemq/core'
 import { instrument } from '@acemq/otel'
 import { connect } from '@acemq/transport-amqp'
 
@@ -52,3 +59,12 @@ await mq.close()
 console.log('--- the acemq.* metrics')
 await meterProvider.shutdown() // exports once more, then stops
 await tracerProvider.shutdown()
+
+// A demo run leaves nothing behind, so it runs again the same way; a real service keeps its queues.
+const admin = await amqplib.connect(url)
+const channel = await admin.createChannel()
+for (const name of [queue, deadLetterQueueName(queue), parkedQueueName(queue)]) {
+  await channel.deleteQueue(name)
+}
+await admin.close()
+console.log(`--- removed ${queue} and its .dlq and .parked`)

@@ -3,6 +3,7 @@ import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
+import { expectRepeatable } from '../../test-support/repeatable.js'
 import { runExample } from '../../test-support/run-example.js'
 
 const hasRabbit = await requireRabbit()
@@ -57,4 +58,26 @@ describe.runIf(hasRabbit)('the otel-console example', () => {
       /name: 'acemq\.messages\.retried\.total',/,
     ])
   })
+
+  it('leaves no queue behind', async () => {
+    expect(output).toMatch(new RegExp(`^--- removed ${queue} and its \\.dlq and \\.parked$`, 'm'))
+    for (const name of [queue, `${queue}.dlq`, `${queue}.parked`]) {
+      expect(await admin.count(name), name).toBeUndefined()
+    }
+  })
+
+  it(
+    'runs twice with the same output',
+    async () => {
+      await withoutBrokerFaults(() =>
+        expectRepeatable(
+          'otel-console',
+          { AMQP_URL, QUEUE: queue },
+          // The SDK's exporters print as they go: the same lines, not always in the same order.
+          { queues: [queue, `${queue}.dlq`, `${queue}.parked`], anyOrder: true },
+        ),
+      )
+    },
+    LOCK_WAIT_TIMEOUT + 90_000,
+  )
 })

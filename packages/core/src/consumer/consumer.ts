@@ -709,11 +709,11 @@ export class ConsumerEngine<T> implements Consumer {
       redelivered: delivery.redelivered,
     }
     const context: HandlerContext = { signal: this.#handlerAbort.signal, queue: this.queue }
-    if (this.#inPlace !== undefined) {
-      return this.#handleInPlace(this.#inPlace, task, envelope, message, context, scope)
-    }
     const result = await this.#runHandler(task, message, context, scope)
     if (task.abandoned) return 'abandoned'
+    if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {
+      return this.#runAgainInPlace(this.#inPlace, task, envelope, message, context, scope, result)
+    }
 
     if (store !== undefined) {
       if (result.kind === 'accept') await this.#confirm(store, envelope.id, owner as string)
@@ -723,22 +723,22 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   /**
-   * An ordered consumer's handling (see {@link InPlaceFailures}): a failure is never put back;
+   * An ordered consumer's failed run (see {@link InPlaceFailures}): a failure is never put back;
    * the delivery is held and its handler run again in place, halted until resumed, or moved to
    * `{queue}.dlq`, as the hook decides. A hold cut short leaves the delivery unsettled: the
    * channel's close (or its loss) gives it back to the queue in its place.
    */
-  async #handleInPlace(
+  async #runAgainInPlace(
     inPlace: InPlaceFailures,
     task: DeliveryTask,
     envelope: Envelope,
     message: Message<T>,
     context: HandlerContext,
     scope: ProcessScope | undefined,
+    firstResult: AckResult,
   ): Promise<Settled> {
+    let result = firstResult
     for (let failures = 1; ; failures++) {
-      const result = await this.#runHandler(task, message, context, scope)
-      if (task.abandoned) return 'abandoned'
       if (result.kind !== 'retry' && result.kind !== 'release') {
         return this.#settle(task, envelope, result, scope)
       }
@@ -755,6 +755,8 @@ export class ConsumerEngine<T> implements Consumer {
       if (step.kind === 'again') scope?.retried(step.delayMs, false)
       // A resumed halt starts counting again.
       else failures = 0
+      result = await this.#runHandler(task, message, context, scope)
+      if (task.abandoned) return 'abandoned'
     }
   }
 

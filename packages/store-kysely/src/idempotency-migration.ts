@@ -3,6 +3,7 @@ import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { createTableStatements } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import { parseTableName } from './internal/validate.js'
+import { executorProvider } from './internal/executor.js'
 import type { KyselyDatabase } from './kysely-database.js'
 
 /**
@@ -40,11 +41,11 @@ export function idempotencyMigration(
   return {
     async up(db) {
       for (const statement of createTableStatements(table, dialect ?? detectDialect(db))) {
-        await sql.raw(statement).execute(db)
+        await sql.raw(statement).execute(executorProvider(db))
       }
     },
     async down(db) {
-      await sql`DROP TABLE IF EXISTS ${sql.table(table)}`.execute(db)
+      await sql`DROP TABLE IF EXISTS ${sql.table(table)}`.execute(executorProvider(db))
     },
   }
 }

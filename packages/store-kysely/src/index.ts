@@ -10,7 +10,7 @@ export {
   KyselyIdempotencyStore,
   type KyselyIdempotencyStoreOptions,
 } from './kysely-idempotency-store.js'
-export type { KyselyDatabase } from './kysely-database.js'
+export type { KyselyDatabase, KyselyExecutor } from './kysely-database.js'
 export { createOutboxTableSql, type OutboxTableSqlOptions } from './outbox-table-sql.js'
 export { outboxMigration } from './outbox-migration.js'
 export { KyselyOutboxStore, type KyselyOutboxStoreOptions } from './kysely-outbox-store.js'

@@ -29,6 +29,7 @@ import {
   positiveMillis,
 } from './internal/validate.js'
 import { prepare, type Prepared } from './internal/prepared.js'
+import { queryExecutor } from './internal/executor.js'
 import type { KyselyDatabase } from './kysely-database.js'
 
 /**
@@ -155,7 +156,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     // The store's SQL must not be rewritten by the caller's plugins (CamelCasePlugin would
     // rename the columns it reads back), and is compiled once: building each statement anew
     // cost ~24 µs of CPU per message (BENCHMARKS.md).
-    this.#sql = statements(db.getExecutor().withoutPlugins(), this.table, this.dialect, {
+    this.#sql = statements(queryExecutor(db).withoutPlugins(), this.table, this.dialect, {
       purgeBatchSize: this.#purgeBatchSize,
       retention: this.retention,
       claimTimeout: this.claimTimeout,

@@ -23,6 +23,7 @@ import {
 } from '@acemq/core'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import { compile, run, type Compiled } from './internal/compile.js'
+import { queryExecutor } from './internal/executor.js'
 import { fn, integerAtLeast, parseTableName } from './internal/validate.js'
 import type { KyselyDatabase } from './kysely-database.js'
 import { createOutboxTableSql } from './outbox-table-sql.js'
@@ -116,7 +117,7 @@ export class KyselyOutboxStore implements OutboxStore {
           : undefined
     // The caller's plugins must not rewrite the store's SQL (CamelCasePlugin would rename the
     // columns it reads back).
-    this.#executor = db.getExecutor().withoutPlugins()
+    this.#executor = queryExecutor(db).withoutPlugins()
     this.#t = sql.table(this.table)
     this.#sql = statements(
       this.#executor,
@@ -161,7 +162,7 @@ export class KyselyOutboxStore implements OutboxStore {
     }
     const { headers, envelope } = outboxColumns(record)
     await run(
-      trx.getExecutor(),
+      queryExecutor(trx),
       this.#sql.insert({
         id: record.id,
         exchange: record.exchange,

@@ -2,6 +2,7 @@ import { sql } from 'kysely'
 import { DEFAULT_OUTBOX_TABLE } from '@acemq/core'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import type { IdempotencyMigration } from './idempotency-migration.js'
+import { executorProvider } from './internal/executor.js'
 import { parseTableName } from './internal/validate.js'
 import { outboxTableStatements } from './outbox-table-sql.js'
 
@@ -26,11 +27,11 @@ export function outboxMigration(
   return {
     async up(db) {
       for (const statement of outboxTableStatements(table, dialect ?? detectDialect(db))) {
-        await sql.raw(statement).execute(db)
+        await sql.raw(statement).execute(executorProvider(db))
       }
     },
     async down(db) {
-      await sql`DROP TABLE IF EXISTS ${sql.table(table)}`.execute(db)
+      await sql`DROP TABLE IF EXISTS ${sql.table(table)}`.execute(executorProvider(db))
     },
   }
 }

@@ -200,6 +200,15 @@ export function outboxStoreConformance(name: string, factory: OutboxConformanceF
       expect(stats.pending).toBe(0)
     })
 
+    it('retires at the maxAttempts markFailed is given, whatever its own', async () => {
+      const r = record('relay-limit')
+      await fixture.add(r)
+      await store.claimBatch(10, LEASE)
+      expect(await store.markFailed(r.id, 'refused once', 1)).toBe('retired')
+      expect((await store.retired()).map((x) => x.id)).toEqual([r.id])
+      await expect(store.markFailed(r.id, 'again', 0)).rejects.toThrow(/maxAttempts/)
+    })
+
     it('hands a record back without counting a failure when released', async () => {
       const r = record('handed-back')
       await fixture.add(r)

@@ -9,6 +9,7 @@ import {
   assertClaimBatch,
   outboxColumns,
   outboxIds,
+  outboxMaxAttempts,
   outboxReason,
   outboxRecordFromRow,
   retiredOutboxRecordFromRow,
@@ -119,13 +120,7 @@ export class KyselyOutboxStore implements OutboxStore {
     // columns it reads back).
     this.#executor = queryExecutor(db).withoutPlugins()
     this.#t = sql.table(this.table)
-    this.#sql = statements(
-      this.#executor,
-      this.table,
-      this.dialect,
-      this.maxAttempts,
-      this.#now === undefined,
-    )
+    this.#sql = statements(this.#executor, this.table, this.dialect, this.#now === undefined)
   }
 
   /**
@@ -237,11 +232,12 @@ export class KyselyOutboxStore implements OutboxStore {
     return sortRecords(rows)
   }
 
-  async markFailed(id: string, reason: string): Promise<OutboxFailure> {
+  async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
     const [key] = outboxIds(id)
+    const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
     await run(
       this.#executor,
-      this.#sql.fail({ id: key, reason: outboxReason(reason), now: this.#now?.() }),
+      this.#sql.fail({ id: key, reason: outboxReason(reason), max: limit, now: this.#now?.() }),
     )
     const { rows } = await run<{ retired_at: unknown; published_at: unknown }>(
       this.#executor,
@@ -324,7 +320,7 @@ interface Statements {
   readonly publishAll: Compiled<'ids' | 'now'>
   /** Postgres only: marks a list of ids published and leases the next batch, in one statement. */
   readonly publishAndLease: Compiled<'ids' | 'owner' | 'lease' | 'batch' | 'now'>
-  readonly fail: Compiled<'id' | 'reason' | 'now'>
+  readonly fail: Compiled<'id' | 'reason' | 'max' | 'now'>
   readonly state: Compiled<'id'>
   readonly retired: Compiled<'limit'>
   readonly stats: Compiled<'now'>
@@ -349,7 +345,6 @@ function statements(
   executor: QueryExecutor,
   table: string,
   dialect: IdempotencyDialect,
-  maxAttempts: number,
   databaseClock: boolean,
 ): Statements {
   const t = sql.table(table)
@@ -408,9 +403,9 @@ function statements(
     // retired_at first: MySQL evaluates SET left to right with the values it has just set.
     fail: compile(
       executor,
-      ['id', 'reason', 'now'],
+      ['id', 'reason', 'max', 'now'],
       ($) =>
-        sql`update ${t} set retired_at = case when attempts + 1 >= ${sql.lit(maxAttempts)} then ${clock($.now)} else null end, attempts = attempts + 1, last_error = ${$.reason}, lease_owner = null, leased_until = null where id = ${$.id} and ${pending}`,
+        sql`update ${t} set retired_at = case when attempts + 1 >= ${dialect === 'postgres' ? sql`cast(${$.max} as integer)` : $.max} then ${clock($.now)} else null end, attempts = attempts + 1, last_error = ${$.reason}, lease_owner = null, leased_until = null where id = ${$.id} and ${pending}`,
     ),
     state: compile(
       executor,

@@ -8,6 +8,7 @@ import {
   assertClaimBatch,
   outboxColumns,
   outboxIds,
+  outboxMaxAttempts,
   outboxReason,
   outboxRecordFromRow,
   retiredOutboxRecordFromRow,
@@ -49,7 +50,7 @@ const COLUMNS =
 interface Statements {
   readonly lease: Sqlite.Statement<[string, number, number, number], OutboxRow>
   readonly publish: Sqlite.Statement<[number, string]>
-  readonly fail: Sqlite.Statement<[number, string, string]>
+  readonly fail: Sqlite.Statement<[number, number, string, string]>
   readonly state: Sqlite.Statement<[string], { retired_at: number | null }>
   readonly release: Sqlite.Statement<[string]>
   readonly retired: Sqlite.Statement<[number], OutboxRow>
@@ -225,10 +226,11 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
       .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 
-  async markFailed(id: string, reason: string): Promise<OutboxFailure> {
+  async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
     const [key] = outboxIds(id) as [string]
+    const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
     const statements = this.#prepared()
-    statements.fail.run(this.#now(), outboxReason(reason), key)
+    statements.fail.run(limit, this.#now(), outboxReason(reason), key)
     const row = statements.state.get(key)
     if (row === undefined) {
       throw new ConfigurationError(`markFailed(id): the outbox has no record '${key}'`)
@@ -304,7 +306,7 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
       ),
       // retired_at first, as the Kysely store writes it (the SET sees the old attempts here).
       fail: this.#db.prepare(
-        `update ${t} set retired_at = case when attempts + 1 >= ${this.maxAttempts} then ? else null end, attempts = attempts + 1, last_error = ?, lease_owner = null, leased_until = null where id = ? and ${pending}`,
+        `update ${t} set retired_at = case when attempts + 1 >= ? then ? else null end, attempts = attempts + 1, last_error = ?, lease_owner = null, leased_until = null where id = ? and ${pending}`,
       ),
       state: this.#db.prepare(`select retired_at from ${t} where id = ?`),
       release: this.#db.prepare(

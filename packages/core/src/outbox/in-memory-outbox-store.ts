@@ -5,6 +5,7 @@ import {
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   assertClaimBatch,
   outboxIds,
+  outboxMaxAttempts,
   outboxReason,
   type OutboxFailure,
   type OutboxStats,
@@ -141,7 +142,8 @@ export class InMemoryOutboxStore implements OutboxStore {
     return this.claimBatch(batch, leaseMs)
   }
 
-  async markFailed(id: string, reason: string): Promise<OutboxFailure> {
+  async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
+    const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
     const [key] = outboxIds(id)
     const entry = this.#entries.get(key as string)
     if (entry === undefined) {
@@ -153,7 +155,7 @@ export class InMemoryOutboxStore implements OutboxStore {
     entry.record = Object.freeze({ ...entry.record, attempts, lastError: outboxReason(reason) })
     entry.leaseOwner = undefined
     entry.leasedUntil = 0
-    if (attempts >= this.maxAttempts) {
+    if (attempts >= limit) {
       entry.retiredAt = this.#now()
       return 'retired'
     }

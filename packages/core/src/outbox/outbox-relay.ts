@@ -41,6 +41,8 @@ export interface OutboxRelayOptions {
   readonly lagThreshold?: Duration
   /** The health report's name (default `outbox`); two running relays need two names. */
   readonly name?: string
+  /** Failed publishes before a record is retired (default: the store's `maxAttempts`, 10). */
+  readonly maxAttempts?: number
 }
 
 /** What a relay needs from its connection. Internal to core. */
@@ -90,6 +92,7 @@ export class OutboxRelay {
   readonly #pollMs: number
   readonly #leaseMs: number
   readonly #lagThresholdMs: number
+  readonly #maxAttempts: number | undefined
   #published = 0
   #failed = 0
   #loop: Promise<void> | undefined
@@ -131,6 +134,15 @@ export class OutboxRelay {
       options.lagThreshold ?? DEFAULT_OUTBOX_LAG_THRESHOLD,
       'outbox(options.lagThreshold)',
     )
+    if (
+      options.maxAttempts !== undefined &&
+      (!Number.isSafeInteger(options.maxAttempts) || options.maxAttempts < 1)
+    ) {
+      throw new ConfigurationError(
+        `outbox(options.maxAttempts) must be a whole number of at least 1; got ${String(options.maxAttempts)}`,
+      )
+    }
+    this.#maxAttempts = options.maxAttempts
     const name = options.name ?? 'outbox'
     if (typeof name !== 'string' || name === '') {
       throw new ConfigurationError(`outbox(options.name) must be a non-empty string`)
@@ -312,7 +324,7 @@ export class OutboxRelay {
       } else refused.push({ record, error: result.reason })
     })
     for (const { record, error } of refused) {
-      await this.store.markFailed(record.id, describeError(error))
+      await this.store.markFailed(record.id, describeError(error), this.#maxAttempts)
       this.#failed++
       this.#report(record, 'failed', Date.now())
       this.#lastError = describeError(error)

@@ -59,8 +59,9 @@ export type OutboxFailure = 'pending' | 'retired'
  *   (or it is released or marked), so two relays never publish one record at once. Oldest
  *   first.
  * - `markPublished` records the broker's confirm: the record is never offered again.
- * - `markFailed` counts a failed publish with its reason and ends the lease; at the store's
- *   `maxAttempts` failures the record is retired (kept, listed by `retired`, never offered).
+ * - `markFailed` counts a failed publish with its reason and ends the lease; at `maxAttempts`
+ *   failures (the argument, else the store's own) the record is retired (kept, listed by
+ *   `retired`, never offered).
  * - `release` ends the lease without counting a failure (the connection was down: the
  *   record was not at fault).
  * - `markPublishedAndClaim` (optional) does a mark and the next claim at once.
@@ -73,7 +74,7 @@ export type OutboxFailure = 'pending' | 'retired'
 export interface OutboxStore {
   claimBatch(batch: number, leaseMs: number): Promise<readonly StoredOutboxRecord[]>
   markPublished(ids: string | readonly string[]): Promise<void>
-  markFailed(id: string, reason: string): Promise<OutboxFailure>
+  markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure>
   release(ids: string | readonly string[]): Promise<void>
   pendingCount(): Promise<number>
   retired(limit?: number): Promise<readonly RetiredOutboxRecord[]>
@@ -112,6 +113,24 @@ export function assertClaimBatch(batch: unknown, leaseMs: unknown): void {
       `claimBatch(leaseMs) must be a whole number of milliseconds above 0; got ${String(leaseMs)}`,
     )
   }
+}
+
+/**
+ * The `maxAttempts` of a `markFailed` call: the one given, else the store's. For store authors.
+ *
+ * @example
+ * ```ts
+ * const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
+ * ```
+ */
+export function outboxMaxAttempts(given: unknown, own: number): number {
+  if (given === undefined) return own
+  if (typeof given !== 'number' || !Number.isSafeInteger(given) || given < 1) {
+    throw new ConfigurationError(
+      `markFailed(maxAttempts) must be a whole number of at least 1; got ${String(given)}`,
+    )
+  }
+  return given
 }
 
 /**

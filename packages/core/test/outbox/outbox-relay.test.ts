@@ -8,6 +8,7 @@ import {
   readEnvelope,
   type Instrumentation,
   type OutboxRelayInfo,
+  type OutboxStore,
 } from '../../src/index.js'
 import { eventually } from '../../../../test-support/engine-scenarios.js'
 
@@ -150,10 +151,50 @@ describe('the outbox relay on the in-memory transport', () => {
     expect(relayed.every((r) => r.lagMs >= 2_000)).toBe(true)
   })
 
+  it('retires a record after the relay’s own maxAttempts when it is given', async () => {
+    const store = new InMemoryOutboxStore({ maxAttempts: 10 })
+    await store.add(OutboxRecord.of('', 'nowhere', {}, { id: 'r-limit' }))
+    await mq.outbox(store, { maxAttempts: 1 }).drainOnce()
+    expect((await store.retired()).map((r) => r.id)).toEqual(['r-limit'])
+  })
+
+  it('lets close() wait for the round under way: its publishes are confirmed and marked first', async () => {
+    const inner = new InMemoryOutboxStore()
+    let openGate: () => void = () => undefined
+    const gate = new Promise<void>((resolve) => (openGate = resolve))
+    let marking = false
+    // The in-memory store, with a mark that waits at a gate.
+    const store: OutboxStore = {
+      claimBatch: (batch, lease) => inner.claimBatch(batch, lease),
+      markPublished: async (ids) => {
+        marking = true
+        await gate
+        await inner.markPublished(ids)
+      },
+      markFailed: (id, reason, max) => inner.markFailed(id, reason, max),
+      release: (ids) => inner.release(ids),
+      pendingCount: () => inner.pendingCount(),
+      retired: (limit) => inner.retired(limit),
+      stats: () => inner.stats(),
+    }
+    await inner.add(OutboxRecord.of('', 'orders.placed', { id: 'o-9' }, { id: 'r-9' }))
+    mq.outbox(store, { poll: 10 }).start()
+    await eventually(() => marking, 5_000, 'the relay marking')
+    let closed = false
+    const closing = mq.close().then(() => (closed = true))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(closed).toBe(false)
+    openGate()
+    await closing
+    expect(inner.isPublished('r-9')).toBe(true)
+    expect(transport.messageCount('orders.placed')).toBe(1)
+  })
+
   it('refuses options that make no sense, and a second running relay under the same health name', () => {
     const store = new InMemoryOutboxStore()
     expect(() => mq.outbox(store, { batch: 0 })).toThrow(/batch/)
     expect(() => mq.outbox(store, { lease: 0 })).toThrow(/lease/)
+    expect(() => mq.outbox(store, { maxAttempts: 0 })).toThrow(/maxAttempts/)
     expect(() => mq.outbox({} as InMemoryOutboxStore)).toThrow(/OutboxStore/)
     mq.outbox(store).start()
     expect(() => mq.outbox(store).start()).toThrow(/taken/)

@@ -9,6 +9,10 @@ const runs = Number(process.env['ACEMQ_SIM_RUNS'] ?? 2_000)
 const seed =
   process.env['ACEMQ_SIM_SEED'] === undefined ? undefined : Number(process.env['ACEMQ_SIM_SEED'])
 const path = process.env['ACEMQ_SIM_PATH']
+const slowMs =
+  process.env['ACEMQ_SIM_SLOW_MS'] === undefined
+    ? undefined
+    : Number(process.env['ACEMQ_SIM_SLOW_MS'])
 
 /**
  * Open findings (see the regression schedules named after them): a schedule in which a drain (or
@@ -33,7 +37,15 @@ describe('the engine under seeded fault schedules', () => {
       const details = await fc.check(
         fc.asyncProperty(schedules, async (schedule) => {
           count++
+          const started = performance.now()
           const verdict = await runSchedule(schedule)
+          const took = performance.now() - started
+          // ACEMQ_SIM_SLOW_MS=2000 prints every schedule that took longer (real time).
+          if (slowMs !== undefined && took > slowMs) {
+            console.log(
+              `slow schedule #${count}: ${took.toFixed(0)} ms, ${verdict.steps} timers: ${JSON.stringify(schedule)}`,
+            )
+          }
           lastViolations = verdict.violations
           if (path === undefined && verdict.violations.some((v) => KNOWN.test(v))) {
             known++

@@ -37,6 +37,7 @@ const PACKAGES = [
   'otel',
   'health-express',
   'health-fastify',
+  'cli',
 ]
 
 /** What the application installs besides the packages: the versions this workspace tests. */

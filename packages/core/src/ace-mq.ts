@@ -441,9 +441,12 @@ export class AceMq implements AsyncDisposable {
     // Deliveries waiting out a retry or in-progress delay are not running handlers: they go
     // back at once rather than hold the drain open.
     for (const consumer of this.#consumers) consumer.endWaits()
-    if (this.#busy(this.#inside) === 0) return true
     // While it waits, the caller is no handler any other drain or close should wait for.
     if (inside) this.#enterInside(caller)
+    if (this.#busy(this.#inside) === 0) {
+      if (inside) this.#leaveInside(caller)
+      return true
+    }
     return new Promise<boolean>((resolve, reject) => {
       const timer = new AbortController()
       const finish = (result: boolean | Error): void => {
@@ -602,9 +605,10 @@ export class AceMq implements AsyncDisposable {
       }
     }
     this.#othersDrained.resolve()
-    if (this.#closers.size > 0) {
-      // The handlers that called close() were answered just now: give them (bounded) time to
-      // return and settle before their channels close.
+    if (this.#inside.size > 0) {
+      // Handlers waiting inside a drain or close were not waited for (the ones that called
+      // close() were answered just now): give them (bounded) time to return and settle before
+      // their channels close.
       if (!(await waitFor(idle(NO_TASKS), HANDLER_ABANDON_TIMEOUT))) {
         for (const consumer of consumers) consumer.abandonRunning()
       }

@@ -480,6 +480,14 @@ export class ConsumerEngine<T> implements Consumer {
       this.abortHandlers()
       if (!(await waitFor(this.whenIdle(except), HANDLER_ABANDON_TIMEOUT))) this.abandonRunning()
     }
+    if (except.size > 0) {
+      // Handlers waiting inside a drain or close were not waited for: give them (bounded) time
+      // to return and settle before the channel closes under them (the caller excepted).
+      await waitFor(
+        this.whenIdle(caller === undefined ? NO_TASKS : new Set([caller])),
+        HANDLER_ABANDON_TIMEOUT,
+      )
+    }
     this.#host.consumerClosed(this as ConsumerEngine<unknown>)
     if (caller !== undefined && this.#running.has(caller) && !caller.abandoned) {
       // Called from inside this consumer's own handler: waiting for it would wait for
@@ -1089,6 +1097,8 @@ export class ConsumerEngine<T> implements Consumer {
     )
   }
 }
+
+const NO_TASKS: ReadonlySet<DeliveryTask> = new Set()
 
 /** Backoff before the n-th retry of a failed move: 1 s, 2 s, 4 s … up to 30 s. */
 function moveBackoff(attempt: number): number {

@@ -211,6 +211,7 @@ describe('the lenient header readers', () => {
     ['fractional places', { places: 1.5, digits: 100 }],
     ['unsafe digits', { places: 0, digits: 2 ** 60 }],
     ['negative places', { places: -1, digits: 7 }],
+    ['negative places on zero digits', { places: -1, digits: 0 }],
     ['text', { places: '0', digits: 7 }],
   ])('read a decimal holding %s as nothing, without throwing', (_what, value) => {
     expect(headerInteger({ '!': 'decimal', value })).toBeUndefined()

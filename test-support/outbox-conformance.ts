@@ -143,25 +143,6 @@ export function outboxStoreConformance(name: string, factory: OutboxConformanceF
       expect(await (await fixture.second()).claimBatch(10, LEASE)).toEqual([])
     })
 
-    it('marks a batch published and claims the next in one step, never taking the batch it marks', async () => {
-      const ids: string[] = []
-      for (let i = 0; i < 5; i++) {
-        const r = record(`step${i}`)
-        ids.push(r.id)
-        await fixture.add(r)
-        advance(1)
-      }
-      const other = await fixture.second()
-      const first = await store.claimBatch(2, LEASE)
-      expect(first.map((r) => r.id)).toEqual(ids.slice(0, 2))
-      const next = await store.markPublishedAndClaim?.(ids.slice(0, 2), 2, LEASE)
-      expect(next?.map((r) => r.id)).toEqual(ids.slice(2, 4))
-      expect(await other.claimBatch(10, LEASE)).toHaveLength(1)
-      expect(await store.pendingCount()).toBe(3)
-      expect(await store.markPublishedAndClaim?.(ids.slice(2, 4), 2, LEASE)).toEqual([])
-      expect(await store.pendingCount()).toBe(1)
-    })
-
     it('counts a failed publish with its reason and offers the record again at once', async () => {
       const r = record('failing')
       await fixture.add(r)

@@ -28,15 +28,13 @@ const store: OutboxStore =
   stallAfter > 0
     ? new Proxy(kysely, {
         get(target, property, receiver) {
-          if (property === 'markPublished' || property === 'markPublishedAndClaim') {
-            return async (ids: readonly string[], ...rest: [number, number]) => {
+          if (property === 'markPublished') {
+            return async (ids: string | readonly string[]) => {
               if (++marks === stallAfter) {
                 process.stdout.write(`STALLED ${JSON.stringify(ids)}\n`)
                 await new Promise(() => undefined)
               }
-              return property === 'markPublished'
-                ? target.markPublished(ids)
-                : target.markPublishedAndClaim(ids, ...rest)
+              return target.markPublished(ids)
             }
           }
           const value: unknown = Reflect.get(target, property, receiver)

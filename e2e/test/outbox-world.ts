@@ -159,6 +159,14 @@ export class OutboxWorld {
     return relay
   }
 
+  /** The ids of the outbox records not (yet) marked published. */
+  async unpublishedIds(): Promise<Set<string>> {
+    const { rows } = await sql<{
+      id: string
+    }>`select id from ${sql.table(this.outboxTable)} where published_at is null`.execute(this.db)
+    return new Set(rows.map((row) => row.id))
+  }
+
   /** Orders handled so far (distinct), in one cheap query. */
   async handledCount(): Promise<number> {
     try {

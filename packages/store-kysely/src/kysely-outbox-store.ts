@@ -199,39 +199,6 @@ export class KyselyOutboxStore implements OutboxStore {
     )
   }
 
-  /**
-   * Marks `ids` published and claims the next batch: on Postgres in one statement (one commit
-   * per relay round instead of two), elsewhere one after the other.
-   *
-   * @example
-   * ```ts
-   * const next = await outbox.markPublishedAndClaim(confirmedIds, 100, 30_000)
-   * ```
-   */
-  async markPublishedAndClaim(
-    ids: readonly string[],
-    batch: number,
-    leaseMs: number,
-  ): Promise<readonly StoredOutboxRecord[]> {
-    const list = outboxIds(ids)
-    assertClaimBatch(batch, leaseMs)
-    if (this.dialect !== 'postgres' || list.length === 0) {
-      await this.markPublished(list)
-      return this.claimBatch(batch, leaseMs)
-    }
-    const { rows } = await run<OutboxRow>(
-      this.#executor,
-      this.#sql.publishAndLease({
-        ids: list,
-        owner: randomUUID(),
-        lease: leaseMs,
-        batch,
-        now: this.#now?.(),
-      }),
-    )
-    return sortRecords(rows)
-  }
-
   async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
     const [key] = outboxIds(id)
     const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
@@ -318,8 +285,6 @@ interface Statements {
   readonly leased: Compiled<'owner'>
   /** Postgres only: marks a list of ids published. */
   readonly publishAll: Compiled<'ids' | 'now'>
-  /** Postgres only: marks a list of ids published and leases the next batch, in one statement. */
-  readonly publishAndLease: Compiled<'ids' | 'owner' | 'lease' | 'batch' | 'now'>
   readonly fail: Compiled<'id' | 'reason' | 'max' | 'now'>
   readonly state: Compiled<'id'>
   readonly retired: Compiled<'limit'>
@@ -388,12 +353,6 @@ function statements(
       ($) =>
         sql`update ${t} set published_at = ${clock($.now)}, lease_owner = null, leased_until = null where id = any(${$.ids}) and published_at is null`,
     ),
-    // The mark and the lease see one snapshot: the rows being marked are leased to this relay,
-    // so the lease never takes them.
-    publishAndLease: compile(executor, ['ids', 'owner', 'lease', 'batch', 'now'], ($) => {
-      const free = sql`${pending} and (leased_until is null or leased_until <= ${clock($.now)})`
-      return sql`with marked as (update ${t} set published_at = ${clock($.now)}, lease_owner = null, leased_until = null where id = any(${$.ids}) and published_at is null), next as materialized (select id from ${t} where ${free} and not (id = any(${$.ids})) order by created_at, id limit ${$.batch} for update skip locked) update ${t} as o set lease_owner = ${$.owner}, leased_until = ${clock($.now)} + ${bigint($.lease)} from next where o.id = next.id and o.published_at is null and o.retired_at is null returning ${qualified}`
-    }),
     leased: compile(
       executor,
       ['owner'],

@@ -207,25 +207,6 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     })()
   }
 
-  /** `markPublished(ids)` then `claimBatch(batch, leaseMs)`, in one transaction. */
-  async markPublishedAndClaim(
-    ids: readonly string[],
-    batch: number,
-    leaseMs: number,
-  ): Promise<readonly StoredOutboxRecord[]> {
-    const list = outboxIds(ids)
-    assertClaimBatch(batch, leaseMs)
-    const statements = this.#prepared()
-    const now = this.#now()
-    const rows = this.#db.transaction(() => {
-      for (const id of list) statements.publish.run(now, id)
-      return statements.lease.all(randomUUID(), now + leaseMs, now, batch)
-    })()
-    return rows
-      .map((row) => outboxRecordFromRow(row))
-      .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-  }
-
   async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
     const [key] = outboxIds(id) as [string]
     const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)

@@ -131,17 +131,6 @@ export class InMemoryOutboxStore implements OutboxStore {
     }
   }
 
-  /** {@link markPublished} then {@link claimBatch}. */
-  async markPublishedAndClaim(
-    ids: readonly string[],
-    batch: number,
-    leaseMs: number,
-  ): Promise<readonly StoredOutboxRecord[]> {
-    assertClaimBatch(batch, leaseMs)
-    await this.markPublished(ids)
-    return this.claimBatch(batch, leaseMs)
-  }
-
   async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
     const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
     const [key] = outboxIds(id)

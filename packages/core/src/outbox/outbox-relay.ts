@@ -257,52 +257,63 @@ export class OutboxRelay {
   }
 
   /**
-   * Rounds back to back while batches come back full and `more()` says so. A store that can
-   * mark one batch published and claim the next in one statement (`markPublishedAndClaim`)
-   * does so: one commit per round instead of two.
+   * Rounds back to back while batches come back full and `more()` says so, pipelined: the next
+   * batch is claimed while this one is published, and this one is marked while the next is
+   * published, so the database and the broker work at the same time. A record is still marked
+   * only after its own confirm; a batch claimed but never published is handed back.
    */
   async #rounds(more: () => boolean): Promise<Rounds> {
     let published = 0
-    let records = await this.store.claimBatch(this.#batch, this.#leaseMs)
-    while (records.length > 0) {
-      const next = records.length >= this.#batch
-      const round = await this.#relayBatch(records)
-      published += round.confirmed.length
-      if (round.stalled) {
-        await this.#markPublished(round.confirmed)
-        return { published, stalled: true }
+    let marking: Promise<void> | undefined
+    let claiming: Promise<readonly StoredOutboxRecord[]> | undefined = this.#claim()
+    try {
+      while (claiming !== undefined) {
+        const records = await claiming
+        claiming = undefined
+        if (records.length === 0) break
+        if (records.length >= this.#batch && more()) claiming = this.#claim()
+        const round = await this.#relayBatch(records)
+        published += round.confirmed.length
+        // One mark at a time: the previous one has to be done before this one starts.
+        if (marking !== undefined) await marking
+        marking = this.#markPublished(round.confirmed)
+        marking.catch(() => undefined)
+        if (round.stalled) return { published, stalled: true }
       }
-      if (next && more()) {
-        records = await this.#markPublished(round.confirmed, true)
-      } else {
-        await this.#markPublished(round.confirmed)
-        records = []
+      return { published, stalled: false }
+    } finally {
+      try {
+        if (marking !== undefined) await marking
+      } finally {
+        if (claiming !== undefined) await this.#handBack(claiming)
       }
     }
-    return { published, stalled: false }
   }
 
-  /**
-   * Marks the confirmed records published — only after their confirms: a relay that dies
-   * before this publishes them again after the lease — and, when `claimNext`, claims the next
-   * batch (in the same statement when the store can).
-   */
-  async #markPublished(
-    confirmed: readonly StoredOutboxRecord[],
-    claimNext = false,
-  ): Promise<readonly StoredOutboxRecord[]> {
-    const ids = confirmed.map((record) => record.id)
-    let next: readonly StoredOutboxRecord[] = []
-    if (ids.length > 0 && claimNext && this.store.markPublishedAndClaim !== undefined) {
-      next = await this.store.markPublishedAndClaim(ids, this.#batch, this.#leaseMs)
-    } else {
-      if (ids.length > 0) await this.store.markPublished(ids)
-      if (claimNext) next = await this.store.claimBatch(this.#batch, this.#leaseMs)
+  #claim(): Promise<readonly StoredOutboxRecord[]> {
+    const claiming = this.store.claimBatch(this.#batch, this.#leaseMs)
+    // Awaited later, or handed back: never an unhandled rejection meanwhile.
+    claiming.catch(() => undefined)
+    return claiming
+  }
+
+  async #handBack(claiming: Promise<readonly StoredOutboxRecord[]>): Promise<void> {
+    try {
+      const records = await claiming
+      if (records.length > 0) await this.store.release(records.map((record) => record.id))
+    } catch (error) {
+      // Their lease runs out on its own.
+      this.#host.reportError(error, 'the outbox relay could not hand back a batch it claimed')
     }
-    this.#published += ids.length
+  }
+
+  /** Marks the confirmed records published: only after their confirms. */
+  async #markPublished(confirmed: readonly StoredOutboxRecord[]): Promise<void> {
+    if (confirmed.length === 0) return
+    await this.store.markPublished(confirmed.map((record) => record.id))
+    this.#published += confirmed.length
     const now = Date.now()
     for (const record of confirmed) this.#report(record, 'published', now)
-    return next
   }
 
   /** Publishes a batch; counts the refused ones and hands back what the connection failed. */

@@ -64,7 +64,6 @@ export type OutboxFailure = 'pending' | 'retired'
  *   `retired`, never offered).
  * - `release` ends the lease without counting a failure (the connection was down: the
  *   record was not at fault).
- * - `markPublishedAndClaim` (optional) does a mark and the next claim at once.
  *
  * @example
  * ```ts
@@ -79,16 +78,6 @@ export interface OutboxStore {
   pendingCount(): Promise<number>
   retired(limit?: number): Promise<readonly RetiredOutboxRecord[]>
   stats(): Promise<OutboxStats>
-  /**
-   * Optional: `markPublished(ids)` then `claimBatch(batch, leaseMs)`, in one statement where
-   * the database allows (one commit instead of two per round). The relay uses it when the
-   * store has it.
-   */
-  markPublishedAndClaim?(
-    ids: readonly string[],
-    batch: number,
-    leaseMs: number,
-  ): Promise<readonly StoredOutboxRecord[]>
 }
 
 /** The longest failure reason a store keeps (longer ones are cut). */

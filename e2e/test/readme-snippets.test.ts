@@ -65,6 +65,10 @@ declare global {
   const connectionString: string
   /** The application's Kysely schema. */
   interface Database { orders: { id: string; total: number } }
+  /** The application's Kysely instance. */
+  const db: import('kysely').Kysely<Database>
+  /** An order the application writes. */
+  const order: { id: string; total: number }
   /** An ordered queue's entry, and the application's work on it. */
   interface Entry { id: string; account: string; amount: number }
   const entry: Entry

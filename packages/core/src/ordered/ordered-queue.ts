@@ -208,11 +208,10 @@ async function checkPartitionCount(
       throw error
     }
   }
-  const [first, last, beyond] = await Promise.all([
-    exists(0),
-    exists(partitions - 1),
-    exists(partitions),
-  ])
+  // One after the other: a transport may answer them on one channel, which a missing queue closes.
+  const first = await exists(0)
+  const last = await exists(partitions - 1)
+  const beyond = await exists(partitions)
   if (first === last && !beyond) return
   let existing = 0
   while (existing <= MAX_PARTITIONS && (await exists(existing))) existing++

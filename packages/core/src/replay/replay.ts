@@ -7,6 +7,7 @@ import {
   type Envelope,
 } from '../envelope/envelope.js'
 import { AceMqError, ConfigurationError, PublishFailedError, abortError } from '../errors.js'
+import { sleep } from '../internal/timers.js'
 import { validateQueueName } from '../retry/queue-names.js'
 import type { Delivery, Headers, Transport } from '../transport/transport.js'
 
@@ -18,6 +19,9 @@ export const REPLAYED_AT_HEADER = 'acemq-replayed-at'
 export const REPLAY_COUNT_HEADER = 'acemq-replay-count'
 /** The replay count's old name, read and removed on every replay. */
 export const LEGACY_REPLAY_COUNT_HEADER = 'x-acemq-replay-count'
+
+/** How long a peek waits for the broker to have its messages back. */
+const PEEK_SETTLE_MS = 2_000
 
 /** How many messages a replay takes before it publishes them and waits for their confirms. */
 const REPLAY_WINDOW = 100
@@ -275,6 +279,7 @@ export class Replay {
     }
     const transport = this.#transport('getOne')
     this.#host.assertOpen()
+    const before = await transport.queueLength(this.source)
     const taken: Delivery[] = []
     try {
       while (taken.length < count) {
@@ -285,6 +290,20 @@ export class Replay {
       return taken.map((delivery) => this.#view(delivery))
     } finally {
       for (let i = taken.length - 1; i >= 0; i--) taken[i]?.nack(true)
+      // A broker takes put-backs in its own time: answer once they are back (or after 2 s, if
+      // another consumer is taking messages meanwhile), so a count right after sees them.
+      if (taken.length > 0) await this.#whenBack(transport, before)
+    }
+  }
+
+  async #whenBack(
+    transport: Required<Pick<Transport, 'queueLength'>>,
+    length: number,
+  ): Promise<void> {
+    const deadline = Date.now() + PEEK_SETTLE_MS
+    while (Date.now() < deadline) {
+      if ((await transport.queueLength(this.source)) >= length) return
+      await sleep(10)
     }
   }
 

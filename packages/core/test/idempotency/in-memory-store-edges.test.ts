@@ -58,6 +58,14 @@ describe('purging', () => {
     expect(s.size).toBe(2)
   })
 
+  it('forgets at most 32 stale claims per call', async () => {
+    const { store: s, advance } = store()
+    for (let i = 0; i < 40; i++) await s.tryClaim(`stale-${i}`)
+    advance(CLAIM_TIMEOUT + 1)
+    await s.tryClaim('new')
+    expect(s.size).toBe(40 - 32 + 1)
+  })
+
   it('stops at the first entry that is still live, and never forgets it', async () => {
     const { store: s, advance } = store()
     await s.tryClaim('old')
@@ -93,6 +101,18 @@ describe('a full store forgets', () => {
     // The claim is exactly claimTimeout old, so live: the oldest confirmed id went instead.
     expect(await s.share().tryClaim('claim')).toBe('in_progress')
     expect(await s.isConfirmed('done')).toBe(false)
+  })
+
+  it('a stale claim before the oldest confirmed id, when a confirm makes room', async () => {
+    const { store: s, advance } = store({ maxEntries: 2 })
+    await s.tryClaim('stale')
+    await s.confirm('done')
+    advance(CLAIM_TIMEOUT + 1)
+    // confirm() makes room without purging first: the stale claim is what goes.
+    await s.confirm('more')
+    expect(await s.isConfirmed('done')).toBe(true)
+    expect(await s.isConfirmed('more')).toBe(true)
+    expect(s.size).toBe(2)
   })
 
   it('a claim older than the claim timeout before any confirmed id', async () => {

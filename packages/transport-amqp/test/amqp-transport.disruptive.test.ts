@@ -109,7 +109,10 @@ describe.runIf(hasRabbit)('AmqpTransport when the broker fails', () => {
           /is down and recovering: the message was not sent/,
         )
       }
-      expect(Math.max(...latencies)).toBeLessThan(100)
+      // Each failed at once: all twenty while the connection was still down (none waited for the
+      // reconnect), each well under a second (a margin a loaded machine keeps).
+      expect(transport.state.open).toBe(false)
+      expect(Math.max(...latencies)).toBeLessThan(1_000)
       console.info(
         `publish latency while recovering: max ${Math.max(...latencies).toFixed(2)} ms over ${latencies.length}`,
       )
@@ -345,7 +348,8 @@ describe.runIf(hasRabbit)('AmqpTransport when the broker fails', () => {
 
         const started = performance.now()
         const refused = await outcome(transport.publish(message(q, 'refused')))
-        expect(performance.now() - started).toBeLessThan(50)
+        // Refused at once, not held until the alarm clears (below): a margin a loaded machine keeps.
+        expect(performance.now() - started).toBeLessThan(1_000)
         expect(refused).toBeInstanceOf(ConnectionBlockedError)
         expect((refused as ConnectionBlockedError).reason).toBe('low on memory')
 

@@ -918,7 +918,8 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
       const results = await Promise.all(outstanding)
       const elapsed = performance.now() - started
       await closing
-      expect(elapsed).toBeLessThan(100)
+      // Promptly: not after a confirm or a timeout. The margin holds on a loaded two-core machine.
+      expect(elapsed).toBeLessThan(2_000)
       for (const result of results) expect(result).toBeInstanceOf(PublishFailedError)
       expect(transport.unconfirmed).toBe(0)
     })

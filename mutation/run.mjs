@@ -62,7 +62,8 @@ function baseOf(target) {
 function changedSince(base, target) {
   const inputs = inputsOf(target)
   const committed = git('diff', '--name-only', base, 'HEAD', '--', ...inputs)
-  const local = git('status', '--porcelain', '--', ...inputs)
+  // Tracked files only: files a test run leaves behind are no change to the inputs.
+  const local = git('status', '--porcelain', '--untracked-files=no', '--', ...inputs)
   return committed !== '' || local !== ''
 }
 

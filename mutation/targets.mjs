@@ -60,7 +60,7 @@ export const TARGETS = [
   },
   {
     name: 'core-topology',
-    floor: 65,
+    floor: 85,
     mutate: ['packages/core/src/topology/**/*.ts'],
     testFiles: [
       'packages/core/test/topology/*.test.ts',
@@ -93,7 +93,7 @@ export const TARGETS = [
   },
   {
     name: 'store-sqlite',
-    floor: 75,
+    floor: 85,
     mutate: () =>
       members(SQLITE_STORE, [
         '  async tryClaim(',

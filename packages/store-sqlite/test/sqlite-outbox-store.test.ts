@@ -119,6 +119,10 @@ describe('SqliteOutboxStore', () => {
     )
     const outputs = children.map((child) => collect(child))
     await Promise.all(outputs.map((o) => o.ready))
+    for (const child of children) child.stdin.write('go\n')
+    // Each holds its first batch until both have one: the race is real however the two
+    // processes are scheduled.
+    await Promise.all(outputs.map((o) => o.first))
     for (const child of children) child.stdin.end('go\n')
     const results = (await Promise.all(outputs.map((o) => o.done))).map(
       (line) => JSON.parse(line) as { claimed: string[] },
@@ -131,22 +135,37 @@ describe('SqliteOutboxStore', () => {
   }, 60_000)
 })
 
-function collect(child: ReturnType<typeof spawn>): { ready: Promise<void>; done: Promise<string> } {
+function collect(child: ReturnType<typeof spawn>): {
+  ready: Promise<void>
+  first: Promise<void>
+  done: Promise<string>
+} {
   let out = ''
   let err = ''
   let onReady: () => void = () => {}
+  let onFirst: () => void = () => {}
+  let onFirstFailed: (error: Error) => void = () => {}
   const ready = new Promise<void>((resolve) => (onReady = resolve))
+  const first = new Promise<void>((resolve, reject) => {
+    onFirst = resolve
+    onFirstFailed = reject
+  })
   child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()))
   const done = new Promise<string>((resolve, reject) => {
     child.stdout?.on('data', (chunk: Buffer) => {
       out += chunk.toString()
       if (out.startsWith('ready\n')) onReady()
+      if (out.startsWith('ready\nfirst\n')) onFirst()
     })
     child.on('exit', (code) => {
       const lines = out.trim().split('\n')
-      if (code === 0 && lines.length === 2) resolve(lines[1] ?? '')
-      else reject(new Error(`worker exited with ${String(code)}: ${err || out}`))
+      if (code === 0 && lines.length === 3) resolve(lines[2] ?? '')
+      else {
+        const error = new Error(`worker exited with ${String(code)}: ${err || out}`)
+        onFirstFailed(error)
+        reject(error)
+      }
     })
   })
-  return { ready, done }
+  return { ready, first, done }
 }

@@ -69,7 +69,7 @@ export const TARGETS = [
   },
   {
     name: 'core-envelope',
-    floor: 75,
+    floor: 85,
     mutate: ['packages/core/src/envelope/**/*.ts'],
     testFiles: ['packages/core/test/envelope/*.test.ts'],
   },
@@ -81,7 +81,7 @@ export const TARGETS = [
   },
   {
     name: 'core-idempotency',
-    floor: 64,
+    floor: 85,
     mutate: ['packages/core/src/idempotency/**/*.ts'],
     testFiles: ['packages/core/test/idempotency/*.test.ts'],
   },

@@ -17,6 +17,11 @@ export interface ClaimRecord {
   readonly owner: string
   /** Virtual ms when the store granted it. */
   readonly grantedAt: number
+  /**
+   * Where the grant falls among the store's operations: several happen in one virtual
+   * millisecond, so only this tells which came first.
+   */
+  readonly grantedSeq: number
   /** Virtual ms when the engine heard the answer (a late answer comes after the grant). */
   answeredAt: number | undefined
   /** A handler run used it. */
@@ -24,6 +29,8 @@ export interface ClaimRecord {
   releasedAt: number | undefined
   /** When a confirm by this owner landed in the store. */
   confirmedAt: number | undefined
+  /** Where that confirm falls among the store's operations (see `grantedSeq`). */
+  confirmedSeq: number | undefined
   /** A confirm by this owner was asked for (whether or not it landed). */
   confirmAsked: boolean
 }
@@ -48,6 +55,8 @@ export class FaultStore implements ClaimingIdempotencyStore {
   readonly #clock: VirtualClock
   readonly #faults: PendingFault[] = []
   readonly #claimTimeoutMs: number
+  /** Counts the inner store's operations, in the order it does them. */
+  #seq = 0
   /** Ids confirmed, and when (virtual ms). */
   readonly confirmed = new Map<string, number>()
   /** Calls that failed, hung or answered late, by id. */
@@ -71,8 +80,10 @@ export class FaultStore implements ClaimingIdempotencyStore {
 
   tryClaim(id: string, owner?: string): Promise<ClaimResult> {
     return this.#call('claim', id, async () => {
+      // The in-memory store does its work when called: the number taken here is its order.
+      const seq = ++this.#seq
       const result = await this.inner.tryClaim(id, owner)
-      if (result === 'claimed') this.#granted(id, owner as string)
+      if (result === 'claimed') this.#granted(id, owner as string, seq)
       return result
     })
   }
@@ -85,8 +96,12 @@ export class FaultStore implements ClaimingIdempotencyStore {
     const record = this.#latest(id, owner)
     if (record !== undefined) record.confirmAsked = true
     return this.#call('confirm', id, async () => {
+      const seq = ++this.#seq
       await this.inner.confirm(id, owner)
-      if (record !== undefined) record.confirmedAt = this.#clock.now
+      if (record !== undefined) {
+        record.confirmedAt = this.#clock.now
+        record.confirmedSeq = seq
+      }
       if (!this.confirmed.has(id)) this.confirmed.set(id, this.#clock.now)
     })
   }
@@ -113,7 +128,7 @@ export class FaultStore implements ClaimingIdempotencyStore {
     return undefined
   }
 
-  #granted(id: string, owner: string): void {
+  #granted(id: string, owner: string, seq: number): void {
     const now = this.#clock.now
     for (const other of this.claims) {
       if (other.id !== id || other.owner === owner) continue
@@ -128,10 +143,12 @@ export class FaultStore implements ClaimingIdempotencyStore {
       id,
       owner,
       grantedAt: now,
+      grantedSeq: seq,
       answeredAt: undefined,
       usedBy: undefined,
       releasedAt: undefined,
       confirmedAt: undefined,
+      confirmedSeq: undefined,
       confirmAsked: false,
     })
   }

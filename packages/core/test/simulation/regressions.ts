@@ -388,4 +388,74 @@ export const regressions: readonly Regression[] = [
       0,
     ),
   },
+  {
+    // Finding 7 (100,000 schedules): a lease lapsed under a 40 s handler, and in the same virtual
+    // millisecond the redelivery took the claim over before the first run's confirm landed. The
+    // judge compared millisecond stamps (confirm <= grant) and called it a duplicate after a
+    // confirm; it now compares the order the store saw.
+    name: 'finding 7: a lapsed lease taken over in the millisecond the first run confirms is not a rerun after a confirm',
+    schedule: schedule(
+      [
+        queue({
+          idempotent: true,
+          consumerTimeoutMs: 150_000,
+          deliveryLimit: 2,
+          consumers: [
+            { prefetch: 4, concurrency: 2 },
+            { prefetch: 1, concurrency: 1 },
+          ],
+        }),
+      ],
+      [
+        message([{ kind: 'fail-after', ms: 40_000 }, { kind: 'accept' }], 0, { foreign: true }),
+        message([ok], 0, { foreign: true }),
+        message([{ kind: 'slow', ms: 40_000 }], 0, { foreign: true }),
+        message([{ kind: 'dead-letter' }], 0, { foreign: true }),
+      ],
+      [[0, { kind: 'channel-close', queue: 0 }]],
+      0,
+    ),
+    check(world) {
+      const runs = runsOf(world, 'm2').runs
+      expect(runs.filter((r) => r.succeeded)).toHaveLength(2)
+      const [first, second] = runs
+      expect(first?.claim?.confirmedAt).toBe(40_000)
+      expect(second?.claim?.grantedAt).toBe(40_000)
+    },
+  },
+  {
+    // Finding 8: a handler drained from inside while close() waited for the other handler. When
+    // that one settled, the drain answered first and its caller left the set of handlers
+    // waiting inside; close() then saw none there, skipped the grace for them, and closed the
+    // channel before the handler (still confirming its claim) could write its ack.
+    name: 'finding 8: close() waits for a handler whose drain from inside answered in the same turn',
+    schedule: {
+      seed: 11,
+      queues: [
+        queue({
+          deliveryLimit: 3,
+          retry: { kind: 'exponential', attempts: 4, delayMs: 100 },
+          idempotent: true,
+          inProgressDelayMs: 1_000,
+          heldTimeoutMs: 1_000,
+          consumers: [
+            { prefetch: 2, concurrency: 3 },
+            { prefetch: 3, concurrency: 3 },
+          ],
+        }),
+      ],
+      messages: [
+        message([{ kind: 'fail-after', ms: 10 }, ok], 0, { foreign: true }),
+        message([{ kind: 'drain', timeoutMs: 10_000 }], 0, { foreign: true }),
+      ],
+      events: [{ at: 0, event: { kind: 'close', drainMs: 3_000_000_000 } }],
+      finalDrainMs: 0,
+    },
+    check(world) {
+      const runs = runsOf(world, 'm1').runs
+      expect(runs).toHaveLength(1)
+      expect(runs[0]?.succeeded).toBe(true)
+      expect(runs[0]?.delivery?.written?.kind).toBe('ack')
+    },
+  },
 ]

@@ -386,10 +386,12 @@ export async function runSchedule(schedule: Schedule): Promise<Verdict> {
         if (!earlier.succeeded) continue
         if (idempotent) {
           const confirmedAt = earlier.claim?.confirmedAt
+          const confirmedSeq = earlier.claim?.confirmedSeq
+          // By the store's order, not the clock: a grant and a confirm can share a millisecond.
           if (
-            confirmedAt !== undefined &&
+            confirmedSeq !== undefined &&
             run.claim !== undefined &&
-            confirmedAt <= run.claim.grantedAt
+            confirmedSeq < run.claim.grantedSeq
           ) {
             fail(
               `${record.id} ran again (run ${run.serial}) under a claim granted at ${run.claim.grantedAt} ms, after run ${earlier.serial} succeeded and was confirmed at ${confirmedAt} ms`,
@@ -1010,8 +1012,8 @@ function judgeMessages(
       for (const later of successes.slice(1)) {
         const earlier = successes.find((s) => s !== later && s.serial < later.serial)
         if (earlier === undefined || later.claim === undefined) continue
-        const confirmedAt = earlier.claim?.confirmedAt
-        if (confirmedAt !== undefined && confirmedAt <= later.claim.grantedAt) {
+        const confirmedSeq = earlier.claim?.confirmedSeq
+        if (confirmedSeq !== undefined && confirmedSeq < later.claim.grantedSeq) {
           fail(
             `${record.id} succeeded twice (runs ${earlier.serial} and ${later.serial}) though the first was confirmed before the second claim`,
           )

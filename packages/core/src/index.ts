@@ -1,7 +1,18 @@
 export { AceMq, type AceMqOptions, type CloseOptions } from './ace-mq.js'
 export * from './constants.js'
 export * from './duration.js'
-export * from './errors.js'
+export {
+  AceMqError,
+  ClosedError,
+  ConfigurationError,
+  ConnectionBlockedError,
+  FatalError,
+  PublishFailedError,
+  PublishingPausedError,
+  UNENCODABLE,
+  UnroutableError,
+  describeError,
+} from './errors.js'
 export { Ack, isAckResult, type AckResult } from './consumer/ack.js'
 export { ConsumerOptions } from './consumer/consumer-options.js'
 export type { Consumer } from './consumer/consumer.js'
@@ -9,13 +20,32 @@ export type { Handler, HandlerContext, Message } from './consumer/message.js'
 export * from './codec/codec.js'
 export * from './codec/codec-registry.js'
 export * from './envelope/envelope.js'
-export * from './health/health.js'
-export * from './idempotency/idempotency-store.js'
+export {
+  toHealthJson,
+  type HealthContributor,
+  type HealthJson,
+  type HealthReport,
+  type HealthResult,
+  type HealthSource,
+  type HealthStatus,
+} from './health/health.js'
+export type {
+  ClaimResult,
+  ClaimingIdempotencyStore,
+  IdempotencyStore,
+} from './idempotency/idempotency-store.js'
 export * from './idempotency/in-memory-idempotency-store.js'
-export * from './idempotency/store-validation.js'
 export { Publisher, type PublisherOptions, type SendOptions } from './publisher/publisher.js'
 export * from './outbox/outbox-record.js'
-export * from './outbox/outbox-store.js'
+export {
+  DEFAULT_OUTBOX_MAX_ATTEMPTS,
+  DEFAULT_OUTBOX_TABLE,
+  type OutboxFailure,
+  type OutboxStats,
+  type OutboxStore,
+  type RetiredOutboxRecord,
+  type StoredOutboxRecord,
+} from './outbox/outbox-store.js'
 export * from './outbox/in-memory-outbox-store.js'
 export {
   OutboxRelay,
@@ -50,11 +80,16 @@ export {
   partitionFor,
   partitionHash,
 } from './ordered/partition.js'
-export * from './retry/queue-names.js'
+export {
+  MAX_BROKER_WAIT,
+  deadLetterQueueName,
+  parkedQueueName,
+  rungQueueName,
+} from './retry/queue-names.js'
 export * from './retry/retry-policy.js'
 export * from './telemetry/instrumentation.js'
 export * from './shutdown/shutdown-on-signals.js'
-export { Topology, consumerDeclarations, type QueueOptions } from './topology/topology.js'
+export { Topology, type QueueOptions } from './topology/topology.js'
 export {
   DEFAULT_QUORUM_DELIVERY_LIMIT,
   InMemoryTransport,

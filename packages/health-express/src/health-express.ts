@@ -1,4 +1,5 @@
-import { ConfigurationError, healthAnswer, type HealthSource } from '@acemq/core'
+import { ConfigurationError, type HealthSource } from '@acemq/core'
+import { healthAnswer } from '@acemq/core/spi'
 
 /**
  * The path {@link acemqHealth} answers on unless told otherwise: `/acemq-health`.

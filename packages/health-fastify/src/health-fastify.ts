@@ -1,4 +1,5 @@
-import { ConfigurationError, healthAnswer, type HealthSource } from '@acemq/core'
+import { ConfigurationError, type HealthSource } from '@acemq/core'
+import { healthAnswer } from '@acemq/core/spi'
 import type { FastifyPluginAsync } from 'fastify'
 import fastifyPlugin from 'fastify-plugin'
 

@@ -6,6 +6,15 @@ import {
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   DEFAULT_OUTBOX_TABLE,
   OutboxRecord,
+  toMillis,
+  type Duration,
+  type OutboxFailure,
+  type OutboxStats,
+  type OutboxStore,
+  type RetiredOutboxRecord,
+  type StoredOutboxRecord,
+} from '@acemq/core'
+import {
   assertClaimBatch,
   outboxColumns,
   outboxIds,
@@ -13,15 +22,8 @@ import {
   outboxReason,
   outboxRecordFromRow,
   retiredOutboxRecordFromRow,
-  toMillis,
-  type Duration,
-  type OutboxFailure,
   type OutboxRow,
-  type OutboxStats,
-  type OutboxStore,
-  type RetiredOutboxRecord,
-  type StoredOutboxRecord,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import { compile, run, type Compiled } from './internal/compile.js'
 import { queryExecutor } from './internal/executor.js'

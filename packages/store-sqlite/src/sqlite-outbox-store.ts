@@ -5,6 +5,15 @@ import {
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   DEFAULT_OUTBOX_TABLE,
   OutboxRecord,
+  toMillis,
+  type Duration,
+  type OutboxFailure,
+  type OutboxStats,
+  type OutboxStore,
+  type RetiredOutboxRecord,
+  type StoredOutboxRecord,
+} from '@acemq/core'
+import {
   assertClaimBatch,
   outboxColumns,
   outboxIds,
@@ -12,15 +21,8 @@ import {
   outboxReason,
   outboxRecordFromRow,
   retiredOutboxRecordFromRow,
-  toMillis,
-  type Duration,
-  type OutboxFailure,
   type OutboxRow,
-  type OutboxStats,
-  type OutboxStore,
-  type RetiredOutboxRecord,
-  type StoredOutboxRecord,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import { DEFAULT_BUSY_TIMEOUT } from './constants.js'
 import { sqliteOutboxTable, type SqliteOutboxTable } from './internal/outbox-table-sql.js'
 import { fn, integerAtLeast } from './internal/validate.js'

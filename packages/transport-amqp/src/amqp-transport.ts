@@ -7,10 +7,10 @@ import {
   ConnectionBlockedError,
   DEFAULT_MAX_UNCONFIRMED,
   PublishFailedError,
-  abortError,
   describeError,
   toMillis,
 } from '@acemq/core'
+import { abortError } from '@acemq/core/spi'
 import type {
   Declaration,
   Delivery,

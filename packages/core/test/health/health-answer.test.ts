@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  healthAnswer,
-  redactCredentials,
-  toHealthJson,
-  type HealthResult,
-} from '../../src/index.js'
+import { toHealthJson, type HealthResult } from '../../src/index.js'
+import { healthAnswer, redactCredentials } from '../../src/spi.js'
 
 // What an endpoint serves when health() itself fails, and the corners of the redaction that
 // the main cases leave open (found by mutation testing, docs/mutation.md).

@@ -1,12 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import {
-  AceMq,
-  ConfigurationError,
-  InMemoryTransport,
-  httpStatusOf,
-  toHealthJson,
-  worstStatus,
-} from '../../src/index.js'
+import { AceMq, ConfigurationError, InMemoryTransport, toHealthJson } from '../../src/index.js'
+import { httpStatusOf, worstStatus } from '../../src/spi.js'
 
 describe('the health model', () => {
   it('aggregates to the worst status', () => {

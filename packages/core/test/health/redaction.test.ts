@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  healthAnswer,
-  redactCredentials,
-  toHealthJson,
-  type HealthResult,
-} from '../../src/index.js'
+import { toHealthJson, type HealthResult } from '../../src/index.js'
+import { healthAnswer, redactCredentials } from '../../src/spi.js'
 
 describe('redactCredentials', () => {
   it.each([

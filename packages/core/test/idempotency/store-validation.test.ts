@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest'
+import { InMemoryIdempotencyStore, type IdempotencyStore } from '../../src/index.js'
 import {
-  InMemoryIdempotencyStore,
   assertIdempotencyKey,
   assertOwnerToken,
   isClaimingStore,
   parseTableName,
-  type IdempotencyStore,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 
 /** The whole message of what `call` throws (toThrow would accept a part of it). */
 function messageOf(call: () => unknown): string {

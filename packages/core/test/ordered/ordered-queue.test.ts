@@ -7,10 +7,10 @@ import {
   DEFAULT_ORDERED_RETRY_DELAY,
   DEFAULT_PARTITIONS,
   InMemoryTransport,
-  healthAnswer,
   readEnvelope,
   type OrderedQueue,
 } from '@acemq/core'
+import { healthAnswer } from '@acemq/core/spi'
 import { eventually } from '../../../../test-support/engine-scenarios.js'
 
 interface Entry {

@@ -1,11 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  ConfigurationError,
-  RetryPolicy,
-  Topology,
-  consumerDeclarations,
-  type Declaration,
-} from '../../src/index.js'
+import { ConfigurationError, RetryPolicy, Topology, type Declaration } from '../../src/index.js'
+import { consumerDeclarations } from '../../src/spi.js'
 import { contractFixtures } from '../fixtures.js'
 
 const fixture = contractFixtures.topology

@@ -5,7 +5,7 @@ export {
   assertOwnerToken,
   parseTableName,
   positiveMillis,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 
 /** An integer option with a lower bound. */
 export function integerAtLeast(value: number, min: number, name: string): number {

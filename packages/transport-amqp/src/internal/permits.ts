@@ -1,4 +1,4 @@
-import { abortError } from '@acemq/core'
+import { abortError } from '@acemq/core/spi'
 
 interface Waiter {
   readonly resolve: () => void

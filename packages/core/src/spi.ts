@@ -1,0 +1,56 @@
+/**
+ * `@acemq/core/spi`: what only the authors of adapters need — a store for a database, a
+ * transport for a broker, a health endpoint for a web framework, a telemetry bridge. An
+ * application never imports from here; everything it uses is in `@acemq/core`.
+ *
+ * The interfaces an adapter implements (`IdempotencyStore`, `OutboxStore`, `Transport`,
+ * `Instrumentation`, `HealthContributor`) stay in `@acemq/core`, since applications name them
+ * too; this entry point holds the helpers that make an adapter behave like the project's own.
+ *
+ * @example
+ * ```ts
+ * import type { ClaimingIdempotencyStore } from '@acemq/core'
+ * import { assertIdempotencyKey, assertOwnerToken, positiveMillis } from '@acemq/core/spi'
+ * ```
+ *
+ * @packageDocumentation
+ */
+
+// Transports: the AbortError a cancelled operation rejects with.
+export { abortError } from './errors.js'
+
+// Health endpoints: the whole HTTP answer, its parts, and the redaction every reply goes through.
+export {
+  healthAnswer,
+  httpStatusOf,
+  redactCredentials,
+  worstStatus,
+  type HealthAnswer,
+  type HealthErrorJson,
+} from './health/health.js'
+
+// Idempotency stores: the claim every store answers the same way, and the checks of its arguments.
+export { claimWith, isClaimingStore } from './idempotency/idempotency-store.js'
+export {
+  assertIdempotencyKey,
+  assertOwnerToken,
+  parseTableName,
+  positiveMillis,
+} from './idempotency/store-validation.js'
+
+// Outbox stores: the checks of their arguments and the mapping between a row and a record.
+export {
+  MAX_OUTBOX_REASON_LENGTH,
+  assertClaimBatch,
+  outboxColumns,
+  outboxIds,
+  outboxMaxAttempts,
+  outboxReason,
+  outboxRecordFromRow,
+  retiredOutboxRecordFromRow,
+  type OutboxRow,
+} from './outbox/outbox-store.js'
+
+// Transports and tools that declare the retry topology themselves.
+export { rungArguments, validateQueueName } from './retry/queue-names.js'
+export { consumerDeclarations } from './topology/topology.js'

@@ -1,12 +1,15 @@
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib'
 import type { Delivery } from '@acemq/core'
 import { closeChannelQuietly } from './amqp-helpers.js'
+import { ChannelAcks } from './channel-acks.js'
 import { AmqpDelivery } from './subscription.js'
 
 /** The channel gets are taken on, and whether it can still carry their acks. */
 interface GetLease {
   readonly model: ChannelModel
   readonly channel: Channel
+  /** A get is taken on demand: its ack is written at once (a window of 1 holds nothing back). */
+  readonly acks: ChannelAcks
   open: boolean
 }
 
@@ -70,7 +73,7 @@ export class BasicGetter {
   #reopen(model: ChannelModel): Promise<GetLease> {
     const opening = (async (): Promise<GetLease> => {
       const channel = await model.createChannel()
-      const lease: GetLease = { model, channel, open: true }
+      const lease: GetLease = { model, channel, acks: new ChannelAcks(channel, 1), open: true }
       channel.on('error', () => undefined)
       channel.on('close', () => {
         lease.open = false

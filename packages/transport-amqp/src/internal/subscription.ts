@@ -8,6 +8,7 @@ import type {
   TransportSubscription,
 } from '@acemq/core'
 import { PROPERTY_NAMES, backoffDelay, closeChannelQuietly } from './amqp-helpers.js'
+import { ChannelAcks, type AckSlot } from './channel-acks.js'
 import type { Backoff } from './managed-connection.js'
 import { typedHeaders } from './wire-headers.js'
 
@@ -36,6 +37,8 @@ interface ChannelLoss {
 interface ChannelLease {
   readonly model: ChannelModel
   readonly channel: Channel
+  /** Its acknowledgements, batched (see {@link ChannelAcks}). */
+  readonly acks: ChannelAcks
   open: boolean
 }
 
@@ -119,12 +122,14 @@ export class AmqpDelivery implements Delivery {
   readonly redelivered: boolean
   readonly #lease: ChannelLease
   readonly #message: ConsumeMessage
+  readonly #slot: AckSlot
   #settled = false
   #wireHeaders: Headers | undefined
 
   constructor(lease: ChannelLease, message: ConsumeMessage) {
     this.#lease = lease
     this.#message = message
+    this.#slot = lease.acks.track(message)
     this.body = message.content
     this.headers = writableHeaders((message.properties.headers ?? {}) as Headers)
     this.properties = readProperties(message)
@@ -154,24 +159,38 @@ export class AmqpDelivery implements Delivery {
     return this.#wireHeaders
   }
 
+  /**
+   * Acknowledges it with the channel's next acknowledgement frame, written by the end of this
+   * event-loop turn (see {@link ChannelAcks}); `true` once it is held for that frame.
+   */
   ack(): boolean {
-    return this.#settle((channel, message) => channel.ack(message))
+    return this.#settle('ack')
   }
 
   nack(requeue: boolean): boolean {
-    return this.#settle((channel, message) => channel.nack(message, false, requeue === true))
+    return this.#settle(requeue === true ? 'requeue' : 'drop')
   }
 
-  #settle(write: (channel: Channel, message: ConsumeMessage) => void): boolean {
+  #settle(how: 'ack' | 'requeue' | 'drop'): boolean {
     if (this.#settled) return false
     this.#settled = true
     if (!this.#lease.open) return false
     try {
-      write(this.#lease.channel, this.#message)
+      if (how === 'ack') this.#lease.acks.ack(this.#slot)
+      else this.#lease.acks.nack(this.#slot, how === 'requeue')
       return true
     } catch {
       return false
     }
+  }
+}
+
+/** Writes the acks the lease holds; a channel that closed meanwhile has handed them back. */
+function flushQuietly(lease: ChannelLease): void {
+  try {
+    lease.acks.flush()
+  } catch {
+    // The broker redelivers what was not acknowledged.
   }
 }
 
@@ -277,6 +296,7 @@ export class AmqpSubscription implements TransportSubscription {
     const lease = this.#lease
     this.#closing = (async () => {
       if (lease?.open) {
+        flushQuietly(lease)
         lease.open = false
         await closeChannelQuietly(lease.channel)
       }
@@ -365,7 +385,12 @@ export class AmqpSubscription implements TransportSubscription {
   }
 
   #adopt(model: ChannelModel, channel: Channel): ChannelLease {
-    const lease: ChannelLease = { model, channel, open: true }
+    const lease: ChannelLease = {
+      model,
+      channel,
+      acks: new ChannelAcks(channel, this.#prefetch),
+      open: true,
+    }
     let lastError: Error | undefined
     channel.on('error', (error: Error) => {
       lastError = error

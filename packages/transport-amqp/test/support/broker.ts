@@ -13,6 +13,8 @@ export class RecordingProxy {
   readonly #server: net.Server
   readonly #sockets = new Set<net.Socket>()
   readonly #received: Buffer[] = []
+  /** What each client connection has sent, one list of chunks per connection. */
+  readonly #sent: Buffer[][] = []
 
   private constructor(server: net.Server) {
     this.#server = server
@@ -26,6 +28,9 @@ export class RecordingProxy {
       const upstream = net.connect({ host: target.hostname, port: Number(target.port || 5672) })
       proxy.#sockets.add(client)
       proxy.#sockets.add(upstream)
+      const sent: Buffer[] = []
+      proxy.#sent.push(sent)
+      client.on('data', (chunk: Buffer) => sent.push(chunk))
       client.pipe(upstream)
       upstream.on('data', (chunk: Buffer) => proxy.#received.push(chunk))
       upstream.pipe(client)
@@ -54,6 +59,11 @@ export class RecordingProxy {
   /** Everything the broker has sent so far. */
   received(): Buffer {
     return Buffer.concat(this.#received)
+  }
+
+  /** Everything each client connection has sent so far, one buffer per connection. */
+  sent(): Buffer[] {
+    return this.#sent.map((chunks) => Buffer.concat(chunks))
   }
 
   async close(): Promise<void> {
@@ -96,4 +106,39 @@ export async function closeConnectionNamed(vhost: string, name: string): Promise
   )
   if (row?.[0] === undefined) throw new Error(`no connection named '${name}' on vhost ${vhost}`)
   await rabbitmqctl('close_connection', row[0], 'acemq test: forced close of one connection')
+}
+
+/** One `basic.ack` frame as the client wrote it. */
+export interface AckFrame {
+  readonly channel: number
+  readonly deliveryTag: number
+  readonly multiple: boolean
+}
+
+/** The `basic.ack` frames each connection sent (the protocol header, then frames), in order. */
+export function ackFrames(connections: readonly Buffer[]): AckFrame[] {
+  return connections.flatMap((bytes) => connectionAcks(bytes))
+}
+
+function connectionAcks(bytes: Buffer): AckFrame[] {
+  const acks: AckFrame[] = []
+  // The protocol header 'AMQP' 0 0 9 1 comes first.
+  let at = bytes.subarray(0, 4).toString() === 'AMQP' ? 8 : 0
+  while (at + 7 <= bytes.length) {
+    const type = bytes.readUInt8(at)
+    const channel = bytes.readUInt16BE(at + 1)
+    const size = bytes.readUInt32BE(at + 3)
+    const payload = at + 7
+    // A method frame of class 60 (basic), method 80 (ack): tag (64 bits), then the multiple bit.
+    if (
+      type === 1 &&
+      bytes.readUInt16BE(payload) === 60 &&
+      bytes.readUInt16BE(payload + 2) === 80
+    ) {
+      const deliveryTag = Number(bytes.readBigUInt64BE(payload + 4))
+      acks.push({ channel, deliveryTag, multiple: (bytes.readUInt8(payload + 12) & 1) === 1 })
+    }
+    at = payload + size + 1
+  }
+  return acks
 }

@@ -1,0 +1,128 @@
+import type { Channel, ConsumeMessage } from 'amqplib'
+
+/**
+ * One delivery's place in its channel's order: `open` until the consumer settles it, `ack`
+ * while its ack waits to be written, `written` once its ack or nack is on the wire.
+ */
+export interface AckSlot {
+  readonly message: ConsumeMessage
+  state: 'open' | 'ack' | 'written'
+}
+
+/** How many slots written at the head are kept before the array is compacted. */
+const COMPACT_AFTER = 1_024
+
+/**
+ * The acknowledgements of one consumer channel, batched. An ack is held until the end of the
+ * event-loop turn (or until half the prefetch window is waiting), then every delivery at the
+ * head of the channel's order that is settled — and only those — is acknowledged by one
+ * `basic.ack` with `multiple` set, on the last of them: a multiple ack also acknowledges every
+ * earlier delivery the broker still holds unacknowledged, so it is written only when none of
+ * those is open. Acks behind a delivery still open are written one by one at the same time:
+ * holding them until it settles would keep the prefetch window full behind a slow handler.
+ * A nack is written at once, after the acks held before it, so frames keep the order the
+ * consumer settled in.
+ *
+ * Holding an ack to the end of the turn delays nothing on the wire: amqplib itself writes a
+ * channel's frames to the socket at `setImmediate` (its mux). An ack held when the channel is
+ * lost is not written, and the broker redelivers that message, as it does for an ack still in
+ * amqplib's buffers; closing the channel on purpose writes the held acks first ({@link flush}).
+ */
+export class ChannelAcks {
+  readonly #channel: Channel
+  readonly #limit: number
+  #slots: AckSlot[] = []
+  #head = 0
+  /** Acks asked for and not written yet. */
+  #held = 0
+  #scheduled = false
+
+  constructor(channel: Channel, prefetch: number) {
+    this.#channel = channel
+    // Half the window: the broker sends more while the rest is still being handled. With
+    // prefetch 1 (or 2) every ack is written at once — there is nothing to batch.
+    this.#limit = prefetch === 0 ? 1_000 : Math.ceil(prefetch / 2)
+  }
+
+  /** A delivery arrived on the channel: it takes the next place in the order. */
+  track(message: ConsumeMessage): AckSlot {
+    const slot: AckSlot = { message, state: 'open' }
+    this.#slots.push(slot)
+    return slot
+  }
+
+  /** Holds the ack of `slot` until the end of this turn (or writes the batch now, when full). */
+  ack(slot: AckSlot): void {
+    slot.state = 'ack'
+    this.#held += 1
+    if (this.#held >= this.#limit) this.flush()
+    else if (!this.#scheduled) {
+      this.#scheduled = true
+      setImmediate(() => {
+        this.#scheduled = false
+        this.#tryFlush()
+      })
+    }
+  }
+
+  /** Writes the acks held so far, then the nack of `slot`. Throws when the channel is closed. */
+  nack(slot: AckSlot, requeue: boolean): void {
+    this.flush()
+    this.#channel.nack(slot.message, false, requeue)
+    slot.state = 'written'
+    this.#advance()
+  }
+
+  /** Writes every held ack: one multiple ack for the settled run at the head, the rest singly. */
+  flush(): void {
+    if (this.#held === 0) return
+    this.#held = 0
+    const slots = this.#slots
+    let last: AckSlot | undefined
+    let i = this.#head
+    for (; i < slots.length; i++) {
+      const slot = slots[i] as AckSlot
+      if (slot.state === 'open') break
+      if (slot.state === 'ack') {
+        slot.state = 'written'
+        last = slot
+      }
+    }
+    this.#head = i
+    // On the last held ack of the run, never on one already written (the broker would refuse
+    // a multiple ack on a tag it no longer holds).
+    if (last !== undefined) this.#channel.ack(last.message, true)
+    for (; i < slots.length; i++) {
+      const slot = slots[i] as AckSlot
+      if (slot.state !== 'ack') continue
+      slot.state = 'written'
+      this.#channel.ack(slot.message, false)
+    }
+    this.#compact()
+  }
+
+  /** The end-of-turn flush: a channel closed meanwhile has handed the messages back already. */
+  #tryFlush(): void {
+    try {
+      this.flush()
+    } catch {
+      // The channel closed: the broker redelivers what was not acknowledged.
+    }
+  }
+
+  #advance(): void {
+    const slots = this.#slots
+    while (this.#head < slots.length && slots[this.#head]?.state === 'written') this.#head += 1
+    this.#compact()
+  }
+
+  #compact(): void {
+    if (this.#head === this.#slots.length) {
+      this.#slots = []
+      this.#head = 0
+    } else if (this.#head >= COMPACT_AFTER) {
+      this.#slots = this.#slots.slice(this.#head)
+      this.#head = 0
+    }
+  }
+}

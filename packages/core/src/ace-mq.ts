@@ -28,6 +28,10 @@ import type { OutboxStore } from './outbox/outbox-store.js'
 import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
 import { orderedRegistry, type OrderedHost } from './ordered/ordered-host.js'
 import { OrderedQueueBuilder, type OrderedQueue } from './ordered/ordered-queue.js'
+import type { InPlaceFailures } from './ordered/in-place-failures.js'
+import { PipelineBuilder } from './pipeline/pipeline.js'
+import type { PipelineHost } from './pipeline/pipeline-host.js'
+import type { StepHook } from './pipeline/step-hook.js'
 import { Replay } from './replay/replay.js'
 import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
@@ -365,21 +369,69 @@ export class AceMq implements AsyncDisposable {
       transport: this.transport,
       publisher: (queue) => this.publisher('', queue),
       registerHealth: (contributor) => this.registerHealth(contributor),
-      startConsumer: async (queue, options, handler, inPlace) => {
-        this.#assertOpen()
-        const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, inPlace)
-        this.#consumers.add(consumer)
-        try {
-          await consumer.start()
-        } catch (error) {
-          this.#consumers.delete(consumer)
-          throw error
-        }
-        return consumer
-      },
+      startConsumer: (queue, options, handler, inPlace) =>
+        this.#startEngine(queue, options, handler, inPlace, undefined),
       assertOpen: () => this.#assertOpen(),
       reportError: (error, context) => this.#reportError(error, context),
     }
+  }
+
+  /**
+   * Describes a pipeline: steps on queues `{name}.{step}`, each step's result published
+   * (confirmed) to the next step's queue before its delivery is acked. `build()` declares the
+   * step queues and starts the steps.
+   *
+   * @example
+   * ```ts
+   * const checkout = await mq.pipeline<Order>('checkout')
+   *   .step('reserve', async (order) => ({ ...order, reserved: true }))
+   *   .step('charge', async (order) => (order.total > 0 ? order : null))
+   *   .step('ship', async (order) => order)
+   *   .idempotent(store)
+   *   .build()
+   * await checkout.send(order, { id: order.id })
+   * ```
+   */
+  pipeline<T = unknown>(name: string): PipelineBuilder<T> {
+    return new PipelineBuilder<T>(this.#pipelineHost, name)
+  }
+
+  get #pipelineHost(): PipelineHost {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const mq = this
+    return {
+      owner: this,
+      transport: this.transport,
+      codecs: this.#codecs,
+      origin: this.#origin,
+      get instrumentation() {
+        return mq.#instrumentation
+      },
+      publisher: (queue, reserved) => new Publisher(this.#publisherHost, '', queue, {}, reserved),
+      startConsumer: (queue, options, handler, step) =>
+        this.#startEngine(queue, options, handler, undefined, step),
+      assertOpen: () => this.#assertOpen(),
+    }
+  }
+
+  /** Starts an engine consumer with an ordered queue's or a pipeline step's hook. */
+  async #startEngine(
+    queue: string,
+    options: ConsumerOptions,
+    handler: Handler<unknown>,
+    inPlace: InPlaceFailures | undefined,
+    step: StepHook | undefined,
+  ): Promise<Consumer> {
+    this.#assertOpen()
+    const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, inPlace, step)
+    this.#consumers.add(consumer)
+    try {
+      await consumer.start()
+    } catch (error) {
+      this.#consumers.delete(consumer)
+      throw error
+    }
+    return consumer
   }
 
   /**

@@ -86,6 +86,14 @@ export {
   parkedQueueName,
   rungQueueName,
 } from './retry/queue-names.js'
+export {
+  Pipeline,
+  PipelineBuilder,
+  type PipelineBuildOptions,
+  type StepContext,
+  type StepFunction,
+} from './pipeline/pipeline.js'
+export { ROUTE_HEADERS, readRoute, routeHeaders, type Route } from './pipeline/route.js'
 export * from './retry/retry-policy.js'
 export * from './telemetry/instrumentation.js'
 export * from './shutdown/shutdown-on-signals.js'

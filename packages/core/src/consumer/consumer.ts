@@ -26,10 +26,12 @@ import {
 import { assertIdempotencyKey } from '../idempotency/store-validation.js'
 import { sleep } from '../internal/timers.js'
 import { Hold, type HoldEnd, type InPlaceFailures } from '../ordered/in-place-failures.js'
+import type { Hop, StepHook } from '../pipeline/step-hook.js'
 import { deadLetterQueueName, parkedQueueName, rungQueueName } from '../retry/queue-names.js'
 import type { ConsumeOutcome, Instrumentation, ProcessScope } from '../telemetry/instrumentation.js'
 import { consumerDeclarations } from '../topology/topology.js'
 import type {
+  Declaration,
   Delivery,
   Headers,
   MessageProperties,
@@ -185,6 +187,8 @@ export class ConsumerEngine<T> implements Consumer {
   readonly #inPlace: InPlaceFailures | undefined
   /** An ordered consumer's deliveries held after a failure. */
   readonly #holds = new Set<Hold>()
+  /** A pipeline step's hook (see {@link StepHook}); undefined for the others. */
+  readonly #step: StepHook | undefined
 
   constructor(
     host: ConsumerHost,
@@ -192,12 +196,14 @@ export class ConsumerEngine<T> implements Consumer {
     options: ConsumerOptions,
     handler: Handler<T>,
     inPlace?: InPlaceFailures,
+    step?: StepHook,
   ) {
     this.#host = host
     this.queue = queue
     this.#options = options
     this.#handler = handler
     this.#inPlace = inPlace
+    this.#step = step
   }
 
   get inFlight(): number {
@@ -671,9 +677,11 @@ export class ConsumerEngine<T> implements Consumer {
     const store = this.#options.store
     // Each claim has its own owner, so a release can only ever free this delivery's claim.
     const owner = store === undefined ? undefined : randomUUID()
+    // A pipeline step claims `{step}:{id}`: one run's id is on every step's message.
+    const key = this.#step === undefined ? envelope.id : this.#step.claimKey(envelope.id)
     if (store !== undefined) {
       try {
-        assertIdempotencyKey(envelope.id)
+        assertIdempotencyKey(key)
       } catch (error) {
         // No store can ever claim it: asking again would put it back for ever.
         const reason = `invalid message id: ${describeError(error)}`
@@ -681,7 +689,7 @@ export class ConsumerEngine<T> implements Consumer {
       }
       let claim: ClaimResult
       try {
-        claim = await this.#claim(store, envelope.id, owner as string)
+        claim = await this.#claim(store, key, owner as string)
       } catch (error) {
         if (error instanceof ConfigurationError) {
           const reason = `the idempotency store refused the message id: ${describeError(error)}`
@@ -702,7 +710,7 @@ export class ConsumerEngine<T> implements Consumer {
       }
       if (delivery.settleable === false) {
         // The channel went while the store answered: the broker has the message back.
-        this.#release(store, envelope.id, owner)
+        this.#release(store, key, owner)
         return 'released'
       }
     }
@@ -717,17 +725,94 @@ export class ConsumerEngine<T> implements Consumer {
       redelivered: delivery.redelivered,
     }
     const context: HandlerContext = { signal: this.#handlerAbort.signal, queue: this.queue }
+    this.#step?.arrived(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
     const result = await this.#runHandler(task, message, context, scope)
     if (task.abandoned) return 'abandoned'
     if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {
       return this.#runAgainInPlace(this.#inPlace, task, envelope, message, context, scope, result)
     }
+    if (this.#step !== undefined && result.kind === 'accept') {
+      return this.#forward(this.#step, task, envelope, message, { store, key, owner }, scope)
+    }
 
     if (store !== undefined) {
-      if (result.kind === 'accept') await this.#confirm(store, envelope.id, owner as string)
-      else this.#release(store, envelope.id, owner)
+      if (result.kind === 'accept') await this.#confirm(store, key, owner as string)
+      else this.#release(store, key, owner)
     }
     return this.#settle(task, envelope, result, scope)
+  }
+
+  /**
+   * A pipeline step's accepted delivery (see {@link StepHook}): the next step's message is
+   * published and confirmed, then the claim is confirmed, then the delivery is acked. A hop
+   * that fails is held and tried again like a failed move, without running the step again; one
+   * that can never be written as it is parks the delivery with the reason. Either way the
+   * claim is released unless the hop was confirmed.
+   */
+  async #forward(
+    step: StepHook,
+    task: DeliveryTask,
+    envelope: Envelope,
+    message: Message<T>,
+    claim: {
+      readonly store: IdempotencyStore | undefined
+      readonly key: string
+      readonly owner: string | undefined
+    },
+    scope: ProcessScope | undefined,
+  ): Promise<Settled> {
+    const { store, key, owner } = claim
+    const hop = step.nextHop(message as Message<unknown>)
+    if (hop !== undefined) {
+      const published = await this.#publishHop(task, envelope, hop, scope)
+      if (published !== 'moved') {
+        if (store !== undefined) this.#release(store, key, owner)
+        return published
+      }
+    }
+    if (store !== undefined) await this.#confirm(store, key, owner as string)
+    if (task.abandoned) return 'abandoned'
+    task.delivery.ack()
+    step.acked(message as Message<unknown>)
+    return 'acked'
+  }
+
+  async #publishHop(
+    task: DeliveryTask,
+    envelope: Envelope,
+    hop: Hop,
+    scope: ProcessScope | undefined,
+  ): Promise<Settled | 'moved'> {
+    const target = hop.message.routingKey
+    const publish = (): Promise<void> =>
+      this.#host.transport.publish(hop.message, {
+        whenBlocked: 'wait',
+        signal: this.#host.closingSignal,
+        lane: 'engine',
+      })
+    let failure: unknown
+    try {
+      await publish()
+      hop.ended(undefined)
+      return 'moved'
+    } catch (first) {
+      failure = first
+    }
+    if (isPermanent(failure)) {
+      hop.ended(failure)
+      const reason = `could not publish the next step's message to '${target}': ${describeError(failure)}`
+      return this.#setAside(task, envelope, 'parked', reason, scope)
+    }
+    const published = await this.#tryAgain(
+      task,
+      target,
+      envelope.id,
+      publish,
+      hop.declarations,
+      failure,
+    )
+    hop.ended(published ? undefined : failure)
+    return published ? 'moved' : 'released'
   }
 
   /**
@@ -1011,26 +1096,43 @@ export class ConsumerEngine<T> implements Consumer {
         failure = second
       }
     }
-    return this.#moveAgain(task, target, envelope, error, failure)
+    const moved = await this.#tryAgain(
+      task,
+      target,
+      envelope.id,
+      () => this.#publishCopy(delivery, target, envelope, error, true),
+      consumerDeclarations(this.queue, this.#options.retryPolicy),
+      failure,
+    )
+    if (!moved) return 'released'
+    if (!task.abandoned) delivery.ack()
+    return 'moved'
   }
 
-  async #moveAgain(
+  /**
+   * Tries a failed publish of a copy (or a pipeline hop) to `target` again, with backoff, while
+   * the delivery's channel lives; `declarations` are declared again first when it came back
+   * unroutable. True once it is published (the caller acks); false when closing or the lost
+   * channel ended it, the delivery handed back.
+   */
+  async #tryAgain(
     task: DeliveryTask,
     target: string,
-    envelope: Envelope,
-    error: string | undefined,
+    id: string,
+    publish: () => Promise<void>,
+    declarations: readonly Declaration[],
     firstFailure: unknown,
-  ): Promise<'moved' | 'released'> {
+  ): Promise<boolean> {
     const { delivery } = task
     let failure = firstFailure
     let triedRedeclared = false
     this.#failingMoves.set(target, (this.#failingMoves.get(target) ?? 0) + 1)
     try {
       for (let attempt = 1; ; attempt++) {
-        if (task.abandoned) return 'released'
+        if (task.abandoned) return false
         this.#host.reportError(
           failure,
-          `could not move message ${envelope.id} to '${target}' (try ${attempt}); it is held and tried again`,
+          `could not move message ${id} to '${target}' (try ${attempt}); it is held and tried again`,
         )
         let redeclared = false
         if (failure instanceof UnroutableError) {
@@ -1039,15 +1141,13 @@ export class ConsumerEngine<T> implements Consumer {
           }
           // The destination is gone (someone deleted it): declare it again, and if that
           // worked, try at once rather than after the backoff.
-          redeclared = await this.#host.transport
-            .declare(consumerDeclarations(this.queue, this.#options.retryPolicy))
-            .then(
-              () => true,
-              (declareError: unknown) => {
-                this.#host.reportError(declareError, `could not declare '${target}' again`)
-                return false
-              },
-            )
+          redeclared = await this.#host.transport.declare(declarations).then(
+            () => true,
+            (declareError: unknown) => {
+              this.#host.reportError(declareError, `could not declare '${target}' again`)
+              return false
+            },
+          )
         }
         // Once only: a destination that is declared but still does not route must not spin.
         const backoff = redeclared && !triedRedeclared ? 0 : moveBackoff(attempt)
@@ -1055,12 +1155,11 @@ export class ConsumerEngine<T> implements Consumer {
         if (!(await this.#wait(task, backoff, false))) {
           // Closing (or the channel is gone, and the broker has the message back already).
           if (!task.abandoned) delivery.nack(true)
-          return 'released'
+          return false
         }
         try {
-          await this.#publishCopy(delivery, target, envelope, error, true)
-          if (!task.abandoned) delivery.ack()
-          return 'moved'
+          await publish()
+          return true
         } catch (next) {
           failure = next
         }

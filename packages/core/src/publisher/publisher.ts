@@ -4,6 +4,7 @@ import {
   assertApplicationHeaders,
   createEnvelope,
   writeEnvelope,
+  type Envelope,
   type EnvelopeInit,
 } from '../envelope/envelope.js'
 import {
@@ -74,6 +75,8 @@ export class Publisher<T> {
   readonly #codec: Codec
   readonly #mandatory: boolean
   readonly #headers: Headers
+  /** Reserved headers the library adds to each message (a pipeline's route headers). */
+  readonly #reserved: ((envelope: Envelope) => Headers) | undefined
 
   /**
    * Created by `mq.publisher()`.
@@ -85,6 +88,7 @@ export class Publisher<T> {
     exchange: string,
     routingKey: string,
     options: PublisherOptions = {},
+    reserved?: (envelope: Envelope) => Headers,
   ) {
     if (typeof exchange !== 'string') {
       throw new ConfigurationError(
@@ -109,6 +113,7 @@ export class Publisher<T> {
     this.#codec = codec
     this.#mandatory = options.allowUnroutable !== true
     this.#headers = { ...(options.headers ?? {}) }
+    this.#reserved = reserved
   }
 
   /**
@@ -164,6 +169,7 @@ export class Publisher<T> {
       envelope,
       options.headers === undefined ? this.#headers : { ...this.#headers, ...options.headers },
     )
+    if (this.#reserved !== undefined) Object.assign(headers, this.#reserved(envelope))
     return {
       id: envelope.id,
       correlation: envelope.correlation,

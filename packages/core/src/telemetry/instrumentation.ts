@@ -60,6 +60,19 @@ export interface Instrumentation {
   rungMissing?(queue: string, rung: string): void
   /** The outbox relay published a record (confirmed), or its publish failed. */
   outboxRelayed?(info: OutboxRelayInfo): void
+  /** A pipeline run finished: its last step returned, or a step ended it early. */
+  pipelineRunFinished?(info: PipelineRunInfo): void
+}
+
+/** One pipeline run that finished, counted when the delivery that finished it was acked. */
+export interface PipelineRunInfo {
+  readonly pipeline: string
+  /** The step it finished at. */
+  readonly step: string
+  /** `completed`: the route's last step returned; `ended_early`: a step before it returned null. */
+  readonly outcome: 'completed' | 'ended_early'
+  /** The run's age at the end: milliseconds since its first publish (`x-acemq-first-seen`). */
+  readonly durationMs: number
 }
 
 /** One record the outbox relay handled. */

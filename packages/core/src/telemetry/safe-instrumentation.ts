@@ -1,6 +1,7 @@
 import type {
   Instrumentation,
   OutboxRelayInfo,
+  PipelineRunInfo,
   ProcessInfo,
   ProcessScope,
   PublishInfo,
@@ -19,6 +20,7 @@ type Report = (error: unknown, context: string) => void
 export function safeInstrumentation(inner: Instrumentation, report: Report): Instrumentation {
   const rungMissing = inner.rungMissing?.bind(inner)
   const outboxRelayed = inner.outboxRelayed?.bind(inner)
+  const pipelineRunFinished = inner.pipelineRunFinished?.bind(inner)
   return {
     publishStarted(info: PublishInfo): PublishScope | undefined {
       let scope: PublishScope | undefined
@@ -55,6 +57,15 @@ export function safeInstrumentation(inner: Instrumentation, report: Report): Ins
           outboxRelayed(info)
         } catch (error) {
           report(error, 'instrumentation.outboxRelayed failed')
+        }
+      },
+    }),
+    ...(pipelineRunFinished && {
+      pipelineRunFinished(info: PipelineRunInfo): void {
+        try {
+          pipelineRunFinished(info)
+        } catch (error) {
+          report(error, 'instrumentation.pipelineRunFinished failed')
         }
       },
     }),

@@ -1,0 +1,575 @@
+import { randomUUID } from 'node:crypto'
+import type { Codec } from '../codec/codec.js'
+import { Ack, isAckResult, type AckResult } from '../consumer/ack.js'
+import { ConsumerOptions } from '../consumer/consumer-options.js'
+import type { Consumer } from '../consumer/consumer.js'
+import type { Handler, Message } from '../consumer/message.js'
+import type { Duration } from '../duration.js'
+import {
+  MAX_ID_BYTES,
+  RESERVED_HEADER_PREFIX,
+  envelopeAge,
+  writeEnvelope,
+  type Envelope,
+} from '../envelope/envelope.js'
+import { ConfigurationError, FatalError, UnroutableError, describeError } from '../errors.js'
+import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
+import { describeValue } from '../ordered/partition.js'
+import type { Publisher, SendOptions } from '../publisher/publisher.js'
+import { validateQueueName } from '../retry/queue-names.js'
+import type { RetryPolicy } from '../retry/retry-policy.js'
+import { Topology } from '../topology/topology.js'
+import type { Declaration, Headers } from '../transport/transport.js'
+import { pipelineRegistry, type PipelineHost } from './pipeline-host.js'
+import { readRoute, routeHeaders } from './route.js'
+import type { Hop, StepHook } from './step-hook.js'
+
+/**
+ * What a step gets besides its payload.
+ *
+ * @example
+ * ```ts
+ * .step('charge', async (order, { signal, runId }) => billing.charge(order, { signal, key: runId }))
+ * ```
+ */
+export interface StepContext {
+  /** Aborts when the consumer or the connection is closing and the drain time is over. */
+  readonly signal: AbortSignal
+  /** The pipeline's name. */
+  readonly pipeline: string
+  /** This step's name. */
+  readonly step: string
+  /** The run's id: the envelope id every hop of the run carries. */
+  readonly runId: string
+  /** The message as delivered to this step: envelope, application headers, raw body. */
+  readonly message: Message<unknown>
+}
+
+/**
+ * One step: takes the payload its queue delivered and returns the next step's payload, or
+ * `null` to end the run here. Throwing retries the step (by the pipeline's retry policy);
+ * throwing a `FatalError` moves the message to the step's `.dlq`.
+ *
+ * @example
+ * ```ts
+ * const charge: StepFunction<Order, Order> = async (order) => (order.total > 0 ? order : null)
+ * ```
+ */
+export type StepFunction<In, Out> = (
+  payload: In,
+  context: StepContext,
+) => Out | null | Promise<Out | null>
+
+/** Options of {@link PipelineBuilder.build}. */
+export interface PipelineBuildOptions {
+  /**
+   * The steps this process consumes (default: every step). `[]` consumes none: the pipeline
+   * only sends, and other processes run its steps.
+   */
+  readonly consume?: readonly string[]
+}
+
+interface StepDefinition {
+  readonly name: string
+  readonly run: StepFunction<unknown, unknown>
+}
+
+interface Settings {
+  readonly steps: readonly StepDefinition[]
+  readonly options: ConsumerOptions
+}
+
+/**
+ * Characters a step name may not contain: `,` separates the route header's step names, `.`
+ * would let `{name}.{step}` collide with another step's `.dlq`, `.parked` or rung queue, and
+ * whitespace is trimmed away when a route is read.
+ */
+// eslint-disable-next-line no-control-regex -- control characters are among those refused
+const FORBIDDEN_IN_STEP = /[,.\s\u0000-\u001f\u007f]/
+
+/**
+ * Describes a pipeline; get one from `mq.pipeline(name)`. Immutable: every method returns a
+ * new, frozen builder. {@link PipelineBuilder.build} declares the step queues and starts the
+ * steps.
+ *
+ * @example
+ * ```ts
+ * const checkout = await mq.pipeline<Order>('checkout')
+ *   .step('reserve', async (order) => ({ ...order, reserved: true }))
+ *   .step('charge', async (order) => (order.total > 0 ? order : null))
+ *   .step('ship', async (order) => { await ship(order); return order })
+ *   .idempotent(store)
+ *   .withRetry(RetryPolicy.exponential(5, '1s', '1m'))
+ *   .build()
+ * ```
+ */
+export class PipelineBuilder<T, Current = T> {
+  /** The pipeline's name: its step queues are `{name}.{step}`. */
+  readonly name: string
+  readonly #host: PipelineHost
+  readonly #settings: Settings
+
+  /**
+   * Created by `mq.pipeline(name)`.
+   *
+   * @internal
+   */
+  constructor(host: PipelineHost, name: string, settings?: Settings) {
+    this.#host = host
+    this.name = validateQueueName(name, 'pipeline(name)')
+    this.#settings = settings ?? { steps: [], options: ConsumerOptions.defaults() }
+    Object.freeze(this)
+  }
+
+  #with<Next>(changes: Partial<Settings>): PipelineBuilder<T, Next> {
+    return new PipelineBuilder<T, Next>(this.#host, this.name, { ...this.#settings, ...changes })
+  }
+
+  /**
+   * Adds a step: its queue is `{name}.{step}`, and `run` turns what arrives there into what the
+   * next step gets (`null` ends the run). Step names are checked by {@link build}.
+   */
+  step<Out>(name: string, run: StepFunction<Current, Out>): PipelineBuilder<T, Out> {
+    if (typeof run !== 'function') {
+      throw new ConfigurationError(
+        `pipeline '${this.name}': step(name, run) needs a function for step ${describeValue(name)}; got ${describeValue(run)}`,
+      )
+    }
+    const step: StepDefinition = { name, run: run as StepFunction<unknown, unknown> }
+    return this.#with<Out>({ steps: [...this.#settings.steps, step] })
+  }
+
+  /**
+   * Every step claims its message in `store` under `{step}:{id}` before it runs, as an
+   * idempotent consumer does: a step redelivered after it finished is acked without running
+   * again, and one whose claim is still live elsewhere is put back after the default
+   * in-progress delay (5 s).
+   */
+  idempotent(store: IdempotencyStore): PipelineBuilder<T, Current> {
+    return this.#with<Current>({ options: this.#settings.options.idempotent(store) })
+  }
+
+  /** The retry policy of every step's queue: its rungs and its `.dlq`. */
+  withRetry(policy: RetryPolicy): PipelineBuilder<T, Current> {
+    return this.#with<Current>({ options: this.#settings.options.withRetry(policy) })
+  }
+
+  /** Unacknowledged messages each step's consumer may hold (default 20). */
+  withPrefetch(prefetch: number): PipelineBuilder<T, Current> {
+    return this.#with<Current>({ options: this.#settings.options.withPrefetch(prefetch) })
+  }
+
+  /** Messages each step handles at once in this process (default 1). */
+  withConcurrency(concurrency: number): PipelineBuilder<T, Current> {
+    return this.#with<Current>({ options: this.#settings.options.withConcurrency(concurrency) })
+  }
+
+  /**
+   * Checks the steps, declares every step queue `{name}.{step}` (quorum, dead-lettering to its
+   * `.dlq`, with its `.parked` queue and the retry policy's rungs) and starts consuming the
+   * steps (all of them unless `options.consume` names some). Rejects with a
+   * `ConfigurationError`, having declared nothing, for a pipeline without steps, a step name
+   * given twice or one that cannot be part of a queue name, or a pipeline of this name already
+   * built on this connection.
+   */
+  async build(options: PipelineBuildOptions = {}): Promise<Pipeline<T>> {
+    const { name } = this
+    const { steps } = this.#settings
+    if (steps.length === 0) {
+      throw new ConfigurationError(
+        `pipeline '${name}' has no steps: add at least one with step(name, run) before build()`,
+      )
+    }
+    const seen = new Set<string>()
+    for (const step of steps) {
+      validateStepName(name, step.name)
+      if (seen.has(step.name)) {
+        throw new ConfigurationError(
+          `pipeline '${name}': the step name '${step.name}' is given twice; each step needs a name of its own (it names the queue '${name}.${step.name}')`,
+        )
+      }
+      seen.add(step.name)
+    }
+    const consumed = options.consume ?? steps.map((step) => step.name)
+    if (!Array.isArray(consumed) || consumed.some((step) => !seen.has(step as string))) {
+      throw new ConfigurationError(
+        `pipeline '${name}': build(options.consume) must list steps of this pipeline (${[...seen].join(', ')}); got ${JSON.stringify(consumed)}`,
+      )
+    }
+    // Every name is checked (a suffix that does not fit, say) before anything is declared.
+    const policy = this.#settings.options.retryPolicy
+    const declarations = new Map<string, readonly Declaration[]>()
+    for (const step of steps) {
+      const queue = `${name}.${step.name}`
+      const topology = Topology.define()
+      declarations.set(
+        queue,
+        (policy === undefined
+          ? topology.queueWithDeadLetter(queue)
+          : topology.queueWithRetry(queue, policy)
+        ).plan(),
+      )
+    }
+    this.#host.assertOpen()
+    const registry = pipelineRegistry(this.#host.owner)
+    if (registry.has(name)) {
+      throw new ConfigurationError(
+        `pipeline '${name}' is already built on this connection: use the Pipeline its build() returned, or close it first`,
+      )
+    }
+    registry.add(name)
+    try {
+      await this.#host.transport.declare([...declarations.values()].flat())
+      const pipeline = new Pipeline<T>(
+        this.#host,
+        name,
+        steps,
+        this.#settings.options,
+        declarations,
+      )
+      await pipeline.start(new Set(consumed))
+      return pipeline
+    } catch (error) {
+      registry.delete(name)
+      throw error
+    }
+  }
+}
+
+function validateStepName(pipeline: string, step: unknown): void {
+  if (typeof step !== 'string' || step === '' || FORBIDDEN_IN_STEP.test(step)) {
+    throw new ConfigurationError(
+      `pipeline '${pipeline}': step name ${describeValue(step)} cannot be part of a queue name: a step name is a non-empty string without ',' (the route header joins step names with commas), '.', whitespace or control characters`,
+    )
+  }
+  validateQueueName(`${pipeline}.${step}`, `pipeline '${pipeline}': the queue of step '${step}'`)
+}
+
+/** What a step decided about one message, kept until the engine settles it. */
+type StepOutcome =
+  | { readonly kind: 'hop'; readonly hop: Hop }
+  | { readonly kind: 'end'; readonly outcome: 'completed' | 'ended_early' }
+
+/** The route a message is on, as this step reads it. */
+interface Position {
+  readonly steps: readonly string[]
+  /** Which of `steps` this step is. */
+  readonly at: number
+  readonly runId: string
+}
+
+/**
+ * A pipeline: steps on queues `{name}.{step}`. A message enters at the first step with
+ * {@link send}; each step's result is published (and confirmed) to the next step's queue
+ * before the step's delivery is acked, carrying the run's id, its first-seen time, origin and
+ * correlation, and the family's route headers (`x-acemq-route`, `x-acemq-route-position`,
+ * `x-acemq-route-id`). A step that returns `null` ends the run early; the last step completes it.
+ *
+ * @example
+ * ```ts
+ * const runId = await checkout.send(order, { id: order.id })
+ * checkout.queueFor('charge') // 'checkout.charge'
+ * console.log(checkout.entered, checkout.completed, checkout.endedEarly, checkout.inFlight)
+ * await checkout.close()
+ * ```
+ */
+export class Pipeline<T> implements AsyncDisposable {
+  /** The pipeline's name. */
+  readonly name: string
+  /** The step names, in order. */
+  readonly steps: readonly string[]
+  /** The step queues, `{name}.{step}`, in order. */
+  readonly queues: readonly string[]
+  readonly #host: PipelineHost
+  readonly #definitions: readonly StepDefinition[]
+  readonly #options: ConsumerOptions
+  readonly #declarations: ReadonlyMap<string, readonly Declaration[]>
+  readonly #codec: Codec
+  readonly #consumers: Consumer[] = []
+  readonly #outcomes = new WeakMap<Message<unknown>, StepOutcome>()
+  readonly #arrivals = new WeakMap<Message<unknown>, Headers>()
+  #publisher: Publisher<T> | undefined
+  #entered = 0
+  #completed = 0
+  #endedEarly = 0
+  #closing: Promise<void> | undefined
+
+  /**
+   * Created by {@link PipelineBuilder.build}.
+   *
+   * @internal
+   */
+  constructor(
+    host: PipelineHost,
+    name: string,
+    definitions: readonly StepDefinition[],
+    options: ConsumerOptions,
+    declarations: ReadonlyMap<string, readonly Declaration[]>,
+  ) {
+    this.#host = host
+    this.name = name
+    this.#definitions = definitions
+    this.#options = options
+    this.#declarations = declarations
+    this.steps = Object.freeze(definitions.map((step) => step.name))
+    this.queues = Object.freeze(this.steps.map((step) => `${name}.${step}`))
+    this.#codec = host.codecs.find(undefined) as Codec
+  }
+
+  /** Runs sent into this pipeline from this process (confirmed by the broker). */
+  get entered(): number {
+    return this.#entered
+  }
+
+  /** Runs whose last step returned, in this process. */
+  get completed(): number {
+    return this.#completed
+  }
+
+  /** Runs a step ended early by returning `null`, in this process. */
+  get endedEarly(): number {
+    return this.#endedEarly
+  }
+
+  /** Step handlers of this pipeline running in this process now, until their hop and ack are done. */
+  get inFlight(): number {
+    return this.#consumers.reduce((sum, consumer) => sum + consumer.inFlight, 0)
+  }
+
+  /** Whether {@link close} has been called. */
+  get closed(): boolean {
+    return this.#closing !== undefined
+  }
+
+  /** The queue of `step`: `{name}.{step}`. */
+  queueFor(step: string): string {
+    const index = this.steps.indexOf(step)
+    if (index < 0) {
+      throw new ConfigurationError(
+        `pipeline '${this.name}': queueFor(step) must name one of its steps (${this.steps.join(', ')}); got ${describeValue(step)}`,
+      )
+    }
+    return this.queues[index] as string
+  }
+
+  /**
+   * Sends `payload` into the first step and resolves with the run's id once the broker has
+   * confirmed it. Options as `publisher.send`: a business id as `id` makes two sends of it one
+   * run to idempotent steps; the envelope's type defaults to the pipeline's name.
+   */
+  async send(payload: T, options: SendOptions = {}): Promise<string> {
+    if (this.#closing !== undefined) {
+      throw new ConfigurationError(`pipeline '${this.name}' is closed: build it again to send`)
+    }
+    const id = options.id ?? randomUUID()
+    this.#publisher ??= this.#host.publisher<T>(this.queues[0] as string, (envelope) =>
+      routeHeaders({ steps: this.steps, position: 0, runId: envelope.id }),
+    )
+    await this.#publisher.send(payload, { type: this.name, ...options, id })
+    this.#entered++
+    return id
+  }
+
+  /**
+   * Stops this pipeline's step consumers in this process: running steps finish (their hops
+   * confirmed and acks written) within `drainTimeout` (default 20 s). The queues stay.
+   */
+  close(options: { readonly drainTimeout?: Duration } = {}): Promise<void> {
+    this.#closing ??= Promise.all(this.#consumers.map((c) => c.close(options))).then(() => {
+      pipelineRegistry(this.#host.owner).delete(this.name)
+    })
+    return this.#closing
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close()
+  }
+
+  /** Starts the consumers of the steps in `consumed`. */
+  async start(consumed: ReadonlySet<string>): Promise<void> {
+    const started = await Promise.allSettled(
+      this.#definitions.flatMap((step, index) =>
+        consumed.has(step.name)
+          ? [
+              this.#host.startConsumer(
+                this.queues[index] as string,
+                this.#options,
+                this.#handler(index),
+                this.#hook(index),
+              ),
+            ]
+          : [],
+      ),
+    )
+    for (const s of started) if (s.status === 'fulfilled') this.#consumers.push(s.value)
+    const failure = started.find((s) => s.status === 'rejected')
+    if (failure !== undefined) {
+      await Promise.all(this.#consumers.map((c) => c.close({ drainTimeout: 0 })))
+      throw failure.reason
+    }
+  }
+
+  #hook(index: number): StepHook {
+    const step = this.steps[index] as string
+    return {
+      claimKey: (id) => `${step}:${id}`,
+      arrived: (message, wireHeaders) => this.#arrivals.set(message, wireHeaders),
+      nextHop: (message) => {
+        const outcome = this.#outcomes.get(message)
+        return outcome?.kind === 'hop' ? outcome.hop : undefined
+      },
+      acked: (message) => {
+        const outcome = this.#outcomes.get(message)
+        if (outcome?.kind !== 'end') return
+        if (outcome.outcome === 'completed') this.#completed++
+        else this.#endedEarly++
+        this.#host.instrumentation?.pipelineRunFinished?.({
+          pipeline: this.name,
+          step,
+          outcome: outcome.outcome,
+          durationMs: envelopeAge(message.envelope, Date.now()),
+        })
+      },
+    }
+  }
+
+  /** The engine handler of step `index`: runs the step, and decides the hop or the end. */
+  #handler(index: number): Handler<unknown> {
+    const definition = this.#definitions[index] as StepDefinition
+    return async (message, context): Promise<AckResult | undefined> => {
+      const position = this.#positionOf(message, index)
+      const returned = await definition.run(message.payload, {
+        signal: context.signal,
+        pipeline: this.name,
+        step: definition.name,
+        runId: position.runId,
+        message,
+      })
+      if (isAckResult(returned) && returned.kind !== 'accept') return returned
+      const next = position.at + 1
+      if (next >= position.steps.length) {
+        this.#outcomes.set(message, { kind: 'end', outcome: 'completed' })
+        return undefined
+      }
+      if (returned === null || isAckResult(returned)) {
+        this.#outcomes.set(message, { kind: 'end', outcome: 'ended_early' })
+        return undefined
+      }
+      const target = this.#resolve(position.steps[next] as string)
+      if (returned === undefined) {
+        return Ack.park(
+          `step '${definition.name}' of pipeline '${this.name}' returned undefined: return the payload for '${target}', or null to end the run`,
+        )
+      }
+      let body: Uint8Array
+      try {
+        body = this.#codec.encode(returned)
+      } catch (error) {
+        return Ack.park(
+          `could not encode what step '${definition.name}' of pipeline '${this.name}' returned for '${target}' (${this.#codec.contentType}): ${describeError(error)}`,
+        )
+      }
+      const hop = this.#hop(message, { ...position, at: next }, target, body)
+      this.#outcomes.set(message, { kind: 'hop', hop })
+      return undefined
+    }
+  }
+
+  /**
+   * Where a message is on its route. The route it carries wins over this pipeline's steps (a
+   * run keeps the route it was sent with), but the queue it arrived on says which step it is
+   * at: a message put back onto a step's queue by hand is at that step, whatever position it
+   * carries. A message without a route is at this step of this pipeline's route.
+   */
+  #positionOf(message: Message<unknown>, index: number): Position {
+    const route = readRoute(this.#arrivals.get(message))
+    if (route === undefined) return { steps: this.steps, at: index, runId: message.envelope.id }
+    const step = this.steps[index] as string
+    const queue = this.queues[index] as string
+    const found = route.steps.findIndex((entry) => entry === step || entry === queue)
+    return {
+      steps: route.steps,
+      at: found >= 0 ? found : route.position,
+      runId: route.runId ?? message.envelope.id,
+    }
+  }
+
+  /**
+   * The queue a route entry names: one of this pipeline's steps by name (as the family
+   * writes them) or by queue, else a queue of that name on the default exchange (a route
+   * that leaves this pipeline). An entry that can be no queue ends in the step's `.dlq`.
+   */
+  #resolve(entry: string): string {
+    if (this.steps.includes(entry)) return `${this.name}.${entry}`
+    try {
+      return validateQueueName(entry, `the route's next step`)
+    } catch (error) {
+      throw new FatalError(`the message's route names no queue: ${describeError(error)}`, {
+        cause: error,
+      })
+    }
+  }
+
+  /** The next step's message: encoded once, the envelope carried, the route advanced. */
+  #hop(message: Message<unknown>, route: Position, target: string, body: Uint8Array): Hop {
+    const incoming = message.envelope
+    const envelope: Envelope = {
+      id: incoming.id,
+      type: incoming.type,
+      version: incoming.version,
+      correlation: incoming.correlation,
+      causation: incoming.id,
+      attempt: 1,
+      firstSeen: incoming.firstSeen ?? Date.now(),
+      origin: incoming.origin ?? this.#host.origin,
+      claim: undefined,
+      error: undefined,
+    }
+    const headers = writeEnvelope(envelope, applicationHeaders(this.#arrivals.get(message)))
+    Object.assign(
+      headers,
+      routeHeaders({ steps: route.steps, position: route.at, runId: route.runId }),
+    )
+    // Inside the step's process scope: the hop's publish span is its child, and the next
+    // step's process span the publish span's, so one run is one trace.
+    const scope = this.#host.instrumentation?.publishStarted({
+      exchange: '',
+      routingKey: target,
+      messageId: envelope.id,
+      correlation: envelope.correlation,
+      headers,
+    })
+    const properties =
+      Buffer.byteLength(envelope.id) <= MAX_ID_BYTES
+        ? { contentType: this.#codec.contentType, messageId: envelope.id }
+        : { contentType: this.#codec.contentType }
+    return {
+      message: {
+        exchange: '',
+        routingKey: target,
+        body,
+        headers,
+        properties,
+        persistent: true,
+        mandatory: true,
+      },
+      declarations: this.#declarations.get(target) ?? [],
+      ended: (error) => {
+        if (error === undefined) scope?.end('confirmed')
+        else scope?.end(error instanceof UnroutableError ? 'unroutable' : 'failed', error)
+      },
+    }
+  }
+}
+
+/** The application headers of a delivery, with their wire types: every `x-acemq-*` left out. */
+function applicationHeaders(wire: Headers | undefined): Headers {
+  const headers: Headers = {}
+  if (wire === undefined) return headers
+  for (const key of Object.keys(wire)) {
+    if (!key.toLowerCase().startsWith(RESERVED_HEADER_PREFIX) && key !== '__proto__') {
+      headers[key] = wire[key]
+    }
+  }
+  return headers
+}

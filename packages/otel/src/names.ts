@@ -32,6 +32,10 @@ export const ACEMQ_METRICS = Object.freeze({
   outboxLag: 'acemq.outbox.lag',
   /** Gauge of the partitions of an ordered queue halted now, by `queue` (the ordered queue's name). */
   orderedPartitionsHalted: 'acemq.ordered.partitions.halted',
+  /** Counter of finished pipeline runs, by `pipeline`, `step` (where it finished), `outcome` (completed|ended_early). */
+  pipelineRunTotal: 'acemq.pipeline.run.total',
+  /** Histogram (s) of a finished run's age (from its first publish to its end), same labels. */
+  pipelineRunDuration: 'acemq.pipeline.run.duration',
 } as const)
 
 /**
@@ -48,6 +52,8 @@ export const ACEMQ_LABELS = Object.freeze({
   queue: 'queue',
   outcome: 'outcome',
   rung: 'rung',
+  pipeline: 'pipeline',
+  step: 'step',
 } as const)
 
 /**

@@ -70,6 +70,8 @@ export class Instruments {
   readonly rungMissing: Counter
   readonly outboxTotal: Counter
   readonly outboxLag: Histogram
+  readonly pipelineRunTotal: Counter
+  readonly pipelineRunDuration: Histogram
   /** Cleared by uninstall: scopes still open end their spans but record no more metrics. */
   recording = true
   readonly #routes = new Map<string, Map<string, Route>>()
@@ -126,6 +128,16 @@ export class Instruments {
     this.outboxLag = meter.createHistogram(ACEMQ_METRICS.outboxLag, {
       description: 'Time from an outbox record being written to its publish (or failure).',
       unit: 's',
+    })
+    this.pipelineRunTotal = meter.createCounter(ACEMQ_METRICS.pipelineRunTotal, {
+      description: 'Pipeline runs finished: completed by the last step, or ended early by a step.',
+      unit: '{run}',
+    })
+    this.pipelineRunDuration = meter.createHistogram(ACEMQ_METRICS.pipelineRunDuration, {
+      description:
+        "A finished pipeline run's age: from its first publish to the step that ended it.",
+      unit: 's',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
     })
   }
 

@@ -9,6 +9,7 @@ import {
 import type {
   Instrumentation,
   OutboxRelayInfo,
+  PipelineRunInfo,
   ProcessInfo,
   ProcessScope,
   PublishInfo,
@@ -72,6 +73,22 @@ export class OtelInstrumentation implements Instrumentation {
       instruments.outboxLag.record(info.lagMs / 1000, labels)
     } catch (error) {
       reportFailure('counting an outbox record', error)
+    }
+  }
+
+  pipelineRunFinished(info: PipelineRunInfo): void {
+    const instruments = this.#instruments
+    if (!instruments.recording) return
+    try {
+      const labels = {
+        [ACEMQ_LABELS.pipeline]: info.pipeline,
+        [ACEMQ_LABELS.step]: info.step,
+        [ACEMQ_LABELS.outcome]: info.outcome,
+      }
+      instruments.pipelineRunTotal.add(1, labels)
+      instruments.pipelineRunDuration.record(info.durationMs / 1000, labels)
+    } catch (error) {
+      reportFailure('counting a pipeline run', error)
     }
   }
 

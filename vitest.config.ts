@@ -15,8 +15,8 @@ export default defineConfig({
   ssr: { resolve: { conditions } },
   test: {
     // A missing service fails the tests that need it unless ACEMQ_SKIP_SERVICES=1; then this
-    // reporter says how many tests were dropped (test-support/services.ts).
-    reporters: ['default', './test-support/services-reporter.ts'],
+    // reporter says how many tests were dropped (@acemq/testing).
+    reporters: ['default', './packages/testing/src/services/services-reporter.ts'],
     projects: [
       {
         extends: true,

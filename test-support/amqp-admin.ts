@@ -1,5 +1,5 @@
 import amqplib from 'amqplib'
-import { AMQP_URL } from './services.js'
+import { AMQP_URL } from '@acemq/testing'
 
 /** A message as a test reads it back from a queue with `basic.get`. */
 export interface GotMessage {

@@ -1,6 +1,6 @@
 import { AmqpTransport } from '@acemq/transport-amqp'
 import { AmqpAdmin } from './amqp-admin.js'
-import type { ScenarioTarget } from './engine-scenarios.js'
+import type { ScenarioTarget } from '@acemq/testing'
 
 /**
  * The shared scenarios' target on RabbitMQ: a transport with quick recovery, and a probe that

@@ -1,5 +1,5 @@
 import { rabbitmqctl } from './broker-faults.js'
-import { AMQP_URL } from './services.js'
+import { AMQP_URL } from '@acemq/testing'
 
 /** A queue as `rabbitmqctl list_queues --formatter json` shows it: arguments keep their AMQP types. */
 export interface ListedQueue {

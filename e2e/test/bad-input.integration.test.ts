@@ -17,12 +17,7 @@ import { connect } from '@acemq/transport-amqp'
 import { sql } from 'kysely'
 import { AmqpAdmin } from '../../test-support/amqp-admin.js'
 import { rabbitmqctl } from '../../test-support/broker-faults.js'
-import {
-  AMQP_URL,
-  requirePostgres,
-  requireRabbit,
-  uniqueName,
-} from '../../test-support/services.js'
+import { AMQP_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
 import { printAccounting } from './accounting.js'
 import { badMessages, type Outcome } from './bad-input.js'
 import { effectsDatabase, startProgram, type Child, type EffectsDatabase } from './support.js'

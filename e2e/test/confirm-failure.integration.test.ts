@@ -4,12 +4,7 @@ import { KyselyIdempotencyStore, createTableSql } from '@acemq/store-kysely'
 import { connect } from '@acemq/transport-amqp'
 import { sql } from 'kysely'
 import { AmqpAdmin } from '../../test-support/amqp-admin.js'
-import {
-  AMQP_URL,
-  requirePostgres,
-  requireRabbit,
-  uniqueName,
-} from '../../test-support/services.js'
+import { AMQP_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
 import { effectsDatabase, type EffectsDatabase } from './support.js'
 
 const ready = (await requireRabbit()) && (await requirePostgres())

@@ -10,7 +10,7 @@ import {
   raiseMemoryAlarm,
   type HeldLock,
 } from '../../test-support/broker-faults.js'
-import { requirePostgres, requireRabbit } from '../../test-support/services.js'
+import { requirePostgres, requireRabbit } from '@acemq/testing'
 import { printAccounting } from './accounting.js'
 import { BrokerVhost } from '../../test-support/broker-vhost.js'
 import { NumberedPublisher } from './numbered-publisher.js'

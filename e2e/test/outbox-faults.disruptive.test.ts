@@ -6,8 +6,7 @@ import {
   holdBrokerFaultLock,
   type HeldLock,
 } from '../../test-support/broker-faults.js'
-import { eventually } from '../../test-support/engine-scenarios.js'
-import { AMQP_URL, requirePostgres, requireRabbit } from '../../test-support/services.js'
+import { eventually, AMQP_URL, requirePostgres, requireRabbit } from '@acemq/testing'
 import { OutboxWorld } from './outbox-world.js'
 import { ensurePostgresRunning, hasLocalPostgres, stopPostgres } from './postgres-faults.js'
 

@@ -8,7 +8,7 @@ import {
 import { connect } from '@acemq/transport-amqp'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
-import { DATABASE_URL, uniqueName } from '../../test-support/services.js'
+import { DATABASE_URL, uniqueName } from '@acemq/testing'
 import {
   effectsDatabase,
   startProgram,

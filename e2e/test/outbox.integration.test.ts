@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { AmqpAdmin } from '../../test-support/amqp-admin.js'
-import { eventually } from '../../test-support/engine-scenarios.js'
-import { AMQP_URL, requirePostgres, requireRabbit } from '../../test-support/services.js'
+import { eventually, AMQP_URL, requirePostgres, requireRabbit } from '@acemq/testing'
 import { OutboxWorld, type OutboxFigures } from './outbox-world.js'
 
 const ready = (await requireRabbit()) && (await requirePostgres())

@@ -14,13 +14,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  AMQP_URL,
-  DATABASE_URL,
-  requirePostgres,
-  requireRabbit,
-  uniqueName,
-} from '../../test-support/services.js'
+import { AMQP_URL, DATABASE_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
 
 const run = promisify(execFile)
 const hasServices = (await requireRabbit()) && (await requirePostgres())
@@ -109,9 +103,48 @@ async function sh(
   }
 }
 
+const work = mkdtempSync(path.join(tmpdir(), 'acemq-packed-app-'))
+
+afterAll(() => {
+  rmSync(work, { recursive: true, force: true })
+})
+
+let packing: Promise<Record<string, string>> | undefined
+
+/**
+ * Every package and @acemq/testing packed once for the whole file, as `file:` specs by package
+ * name: both projects below install from the same tarballs, and only one build runs.
+ */
+function packAll(): Promise<Record<string, string>> {
+  packing ??= (async () => {
+    // The tarballs hold dist/: build first (turbo answers from its cache when nothing changed).
+    await sh('pnpm', ['build'], { cwd: root })
+    const packs = path.join(work, 'packs')
+    mkdirSync(packs)
+    const tarballs: Record<string, string> = {}
+    for (const name of [...PACKAGES, 'testing']) {
+      const before = new Set(readdirSync(packs))
+      await sh('pnpm', ['pack', '--pack-destination', packs], {
+        cwd: path.join(root, 'packages', name),
+      })
+      const [tarball] = readdirSync(packs).filter((file) => !before.has(file))
+      if (tarball === undefined) throw new Error(`pnpm pack made no tarball for ${name}`)
+      tarballs[`@acemq/${name}`] = `file:${path.join(packs, tarball)}`
+    }
+    return tarballs
+  })()
+  return packing
+}
+
+/** A pnpm-workspace.yaml pointing every `@acemq/*` dependency, direct or not, at its tarball. */
+function overridesYaml(tarballs: Record<string, string>): string {
+  const overrides = Object.entries(tarballs)
+    .map(([name, spec]) => `  '${name}': '${spec}'`)
+    .join('\n')
+  return `overrides:\n${overrides}\n`
+}
+
 describe('an application outside the workspace, built from the packed packages', () => {
-  const work = mkdtempSync(path.join(tmpdir(), 'acemq-packed-app-'))
-  const packs = path.join(work, 'packs')
   const app = path.join(work, 'app')
 
   function setType(type: 'commonjs' | 'module'): void {
@@ -121,19 +154,9 @@ describe('an application outside the workspace, built from the packed packages',
   }
 
   beforeAll(async () => {
-    // The tarballs hold dist/: build first (turbo answers from its cache when nothing changed).
-    await sh('pnpm', ['build'], { cwd: root })
-    mkdirSync(packs)
-    const tarballs: Record<string, string> = {}
-    for (const name of PACKAGES) {
-      const before = new Set(readdirSync(packs))
-      await sh('pnpm', ['pack', '--pack-destination', packs], {
-        cwd: path.join(root, 'packages', name),
-      })
-      const [tarball] = readdirSync(packs).filter((file) => !before.has(file))
-      if (tarball === undefined) throw new Error(`pnpm pack made no tarball for ${name}`)
-      tarballs[`@acemq/${name}`] = `file:${path.join(packs, tarball)}`
-    }
+    const tarballs = Object.fromEntries(
+      Object.entries(await packAll()).filter(([name]) => name !== '@acemq/testing'),
+    )
 
     mkdirSync(path.join(app, 'src'), { recursive: true })
     const manifest = {
@@ -159,12 +182,9 @@ describe('an application outside the workspace, built from the packed packages',
     writeFileSync(path.join(app, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
     // The packages depend on each other by version (^0.1.0): point those at the tarballs too, and
     // let better-sqlite3 build (against the local Node headers, as this repository's install does).
-    const overrides = Object.entries(tarballs)
-      .map(([name, spec]) => `  '${name}': '${spec}'`)
-      .join('\n')
     writeFileSync(
       path.join(app, 'pnpm-workspace.yaml'),
-      `overrides:\n${overrides}\nallowBuilds:\n  better-sqlite3: true\n  esbuild: false\n`,
+      `${overridesYaml(tarballs)}allowBuilds:\n  better-sqlite3: true\n  esbuild: false\n`,
     )
     copyFileSync(path.join(root, '.pnpmfile.cjs'), path.join(app, '.pnpmfile.cjs'))
     for (const config of ['tsconfig.cjs.json', 'tsconfig.esm.json', 'tsconfig.bundler.json']) {
@@ -175,10 +195,6 @@ describe('an application outside the workspace, built from the packed packages',
     }
     await sh('pnpm', ['install', '--no-frozen-lockfile'], { cwd: app })
   }, 900_000)
-
-  afterAll(() => {
-    rmSync(work, { recursive: true, force: true })
-  })
 
   it.each(PACKAGES)('@acemq/%s is loaded by require() from a CommonJS program', async (name) => {
     setType('commonjs')
@@ -260,4 +276,104 @@ describe('an application outside the workspace, built from the packed packages',
       300_000,
     )
   })
+})
+
+/** The conformance cases `idempotencyStoreConformance` registers: its `it(` calls. */
+function conformanceCases(): number {
+  const suite = readFileSync(
+    path.join(root, 'packages', 'testing', 'src', 'stores', 'idempotency-conformance.ts'),
+    'utf8',
+  )
+  return suite.match(/^ {4}it\(/gm)?.length ?? 0
+}
+
+const ADAPTER_TEST = `import { InMemoryIdempotencyStore } from '@acemq/core'
+import { idempotencyStoreConformance } from '@acemq/testing'
+
+idempotencyStoreConformance('InMemoryIdempotencyStore', {
+  async create({ claimTimeoutMs, retentionMs, now }) {
+    const store = new InMemoryIdempotencyStore({ claimTimeout: claimTimeoutMs, retention: retentionMs, now })
+    return { store, second: async () => store.share(), cleanup: async () => {} }
+  },
+})
+`
+
+const NODE_TEST = `import assert from 'node:assert/strict'
+import net from 'node:net'
+import { test } from 'node:test'
+import { requireService, uniqueName } from '@acemq/testing/services'
+
+test('the service checks run under node:test', async () => {
+  const server = net.createServer((socket) => socket.destroy())
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const url = 'thing://127.0.0.1:' + server.address().port
+  assert.equal(await requireService('Thing', url, 1, 'thing start'), true)
+  await new Promise((resolve) => server.close(resolve))
+  await assert.rejects(requireService('Thing', url, 1, 'thing start'), /Thing is not reachable/)
+  assert.match(uniqueName('orders'), /^orders\\./)
+})
+`
+
+describe('an adapter outside the workspace, tested with the packed @acemq/testing', () => {
+  const adapter = path.join(work, 'adapter')
+
+  beforeAll(async () => {
+    const all = await packAll()
+    const tarballs = { '@acemq/core': all['@acemq/core'], '@acemq/testing': all['@acemq/testing'] }
+    mkdirSync(path.join(adapter, 'test'), { recursive: true })
+    const manifest = {
+      name: 'acemq-packed-adapter',
+      private: true,
+      type: 'module',
+      devDependencies: {
+        ...tarballs,
+        ...Object.fromEntries(
+          ['vitest', 'typescript', '@types/node'].map((n) => [n, installedVersion(n, root)]),
+        ),
+      },
+    }
+    writeFileSync(path.join(adapter, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
+    writeFileSync(
+      path.join(adapter, 'pnpm-workspace.yaml'),
+      `${overridesYaml(tarballs as Record<string, string>)}allowBuilds:\n  esbuild: false\n`,
+    )
+    writeFileSync(
+      path.join(adapter, 'tsconfig.json'),
+      `${JSON.stringify({ compilerOptions: { module: 'nodenext', strict: true, noEmit: true, skipLibCheck: true, types: ['node'] }, include: ['test'] }, null, 2)}\n`,
+    )
+    writeFileSync(path.join(adapter, 'test', 'store.test.ts'), ADAPTER_TEST)
+    writeFileSync(path.join(adapter, 'test', 'services.node-test.mjs'), NODE_TEST)
+    await sh('pnpm', ['install', '--no-frozen-lockfile'], { cwd: adapter })
+  }, 900_000)
+
+  it('runs the idempotency-store conformance suite under vitest, every case passing', async () => {
+    const out = await sh(
+      process.execPath,
+      [path.join(adapter, 'node_modules', 'vitest', 'vitest.mjs'), 'run'],
+      { cwd: adapter, env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' }, timeout: 120_000 },
+    )
+    const cases = conformanceCases()
+    expect(cases).toBeGreaterThan(20)
+    expect(out).toMatch(new RegExp(`Tests\\s+${cases} passed \\(${cases}\\)`))
+  }, 300_000)
+
+  it('type-checks the adapter test against the published declarations', async () => {
+    await sh(
+      process.execPath,
+      [path.join(adapter, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'],
+      { cwd: adapter },
+    )
+  }, 300_000)
+
+  it('runs the service checks under node:test, with no vitest in the import graph', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, CI: '' }
+    delete env['ACEMQ_SKIP_SERVICES']
+    const out = await sh(
+      process.execPath,
+      ['--test', path.join('test', 'services.node-test.mjs')],
+      { cwd: adapter, env, timeout: 60_000 },
+    )
+    expect(out).toMatch(/# pass 1\n/)
+    expect(out).toMatch(/# fail 0\n/)
+  }, 120_000)
 })

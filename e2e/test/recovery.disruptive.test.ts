@@ -3,8 +3,7 @@ import { ConsumerOptions, RetryPolicy, Topology, type AceMq } from '@acemq/core'
 import { connect } from '@acemq/transport-amqp'
 import { AmqpAdmin } from '../../test-support/amqp-admin.js'
 import { closeAllConnections, withBrokerFault } from '../../test-support/broker-faults.js'
-import { eventually } from '../../test-support/engine-scenarios.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../test-support/services.js'
+import { eventually, AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 
 const hasRabbit = await requireRabbit()
 

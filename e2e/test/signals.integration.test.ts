@@ -3,12 +3,7 @@ import { AceMq, Topology } from '@acemq/core'
 import { createTableSql } from '@acemq/store-kysely'
 import { AmqpTransport } from '@acemq/transport-amqp'
 import { AmqpAdmin } from '../../test-support/amqp-admin.js'
-import {
-  AMQP_URL,
-  requirePostgres,
-  requireRabbit,
-  uniqueName,
-} from '../../test-support/services.js'
+import { AMQP_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
 import { effectsDatabase, startProgram, type EffectsDatabase } from './support.js'
 
 const ready = (await requireRabbit()) && (await requirePostgres())

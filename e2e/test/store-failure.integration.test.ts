@@ -4,13 +4,7 @@ import { KyselyIdempotencyStore, createTableSql } from '@acemq/store-kysely'
 import { connect } from '@acemq/transport-amqp'
 import { sql } from 'kysely'
 import { AmqpAdmin } from '../../test-support/amqp-admin.js'
-import { eventually } from '../../test-support/engine-scenarios.js'
-import {
-  AMQP_URL,
-  requirePostgres,
-  requireRabbit,
-  uniqueName,
-} from '../../test-support/services.js'
+import { eventually, AMQP_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
 import { effectsDatabase, type EffectsDatabase } from './support.js'
 
 const ready = (await requireRabbit()) && (await requirePostgres())

@@ -3,7 +3,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
-import { AMQP_URL, DATABASE_URL, uniqueName } from '../../test-support/services.js'
+import { AMQP_URL, DATABASE_URL, uniqueName } from '@acemq/testing'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const e2eRoot = path.resolve(here, '..')

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { AMQP_URL } from '../../test-support/services.js'
+import { AMQP_URL } from '@acemq/testing'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from './broker-lock.js'
 import { answeredHealth, freePort } from './health-server.js'
 import { expectRepeatable } from './repeatable.js'

@@ -2,12 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import {
-  AMQP_URL,
-  DATABASE_URL,
-  requirePostgres,
-  requireRabbit,
-} from '../../../test-support/services.js'
+import { AMQP_URL, DATABASE_URL, requirePostgres, requireRabbit } from '@acemq/testing'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
 import { runExample } from '../../test-support/run-example.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'

@@ -1,4 +1,4 @@
-import { requireRabbit } from '../../../test-support/services.js'
+import { requireRabbit } from '@acemq/testing'
 import { healthExampleSuite } from '../../test-support/health-example-suite.js'
 
 healthExampleSuite('health-fastify', await requireRabbit())

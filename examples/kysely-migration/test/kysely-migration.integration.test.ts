@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
-import { DATABASE_URL, requirePostgres, uniqueName } from '../../../test-support/services.js'
+import { DATABASE_URL, requirePostgres, uniqueName } from '@acemq/testing'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { expectRepeatable } from '../../test-support/repeatable.js'
 import { runExample } from '../../test-support/run-example.js'

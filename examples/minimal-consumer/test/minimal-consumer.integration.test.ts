@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
 import { expectRepeatable } from '../../test-support/repeatable.js'

@@ -1,12 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import {
-  AMQP_URL,
-  DATABASE_URL,
-  requirePostgres,
-  requireRabbit,
-  uniqueName,
-} from '../../../test-support/services.js'
+import { AMQP_URL, DATABASE_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { runExample } from '../../test-support/run-example.js'

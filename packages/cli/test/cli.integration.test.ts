@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readEnvelope } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { runCli } from './support/run-cli.js'
 
 const hasRabbit = await requireRabbit()

@@ -1,11 +1,7 @@
 import http from 'node:http'
 import { ConfigurationError, type HealthSource } from '@acemq/core'
 import { describe, expect, it } from 'vitest'
-import {
-  getJson,
-  healthEndpointContract,
-  useInMemoryConnection,
-} from '../../../test-support/health-endpoint-contract.js'
+import { getJson, healthEndpointContract, useInMemoryConnection } from '@acemq/testing'
 import { acemqHealth, acemqHealthHandler } from '../src/index.js'
 import { listen, serve } from './serve.js'
 

@@ -1,5 +1,5 @@
-import { healthEndpointUnderMemoryAlarm } from '../../../test-support/health-endpoint-contract.js'
-import { requireRabbit } from '../../../test-support/services.js'
+import { requireRabbit } from '@acemq/testing'
+import { healthEndpointUnderMemoryAlarm } from '../../../test-support/health-endpoint-on-rabbit.js'
 import { acemqHealth } from '../src/index.js'
 import { serve } from './serve.js'
 

@@ -6,7 +6,7 @@ import {
   getJson,
   healthEndpointContract,
   useInMemoryConnection,
-} from '../../../test-support/health-endpoint-contract.js'
+} from '@acemq/testing'
 import { acemqHealth, type AcemqHealthOptions } from '../src/index.js'
 import { serve } from './serve.js'
 

@@ -1,4 +1,4 @@
-import { orderedHealthContract } from '../../../test-support/ordered-health.js'
+import { orderedHealthContract } from '@acemq/testing'
 import { acemqHealth } from '../src/index.js'
 import { serve } from './serve.js'
 

@@ -3,7 +3,7 @@ import { AceMq } from '@acemq/core'
 import { AmqpTransport } from '@acemq/transport-amqp'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { holdBrokerFaultLock } from '../../../test-support/broker-faults.js'
-import { AMQP_URL, requireRabbit } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit } from '@acemq/testing'
 import { otelScenarios } from './otel-scenarios.js'
 
 const hasRabbit = await requireRabbit()

@@ -16,7 +16,7 @@ import {
   Topology,
   type Instrumentation,
 } from '@acemq/core'
-import { eventually } from '../../../test-support/engine-scenarios.js'
+import { eventually } from '@acemq/testing'
 import { ACEMQ_METRICS, instrument, type InstrumentableMq } from '../src/index.js'
 import { FakeMq } from './fake-mq.js'
 import { OtelHarness, useOtelGlobals } from './otel-harness.js'

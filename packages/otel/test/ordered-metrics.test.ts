@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { AceMq, InMemoryTransport } from '@acemq/core'
-import { eventually } from '../../../test-support/engine-scenarios.js'
+import { eventually } from '@acemq/testing'
 import { ACEMQ_METRICS, instrument } from '../src/index.js'
 import { OtelHarness, useOtelGlobals } from './otel-harness.js'
 

@@ -11,8 +11,7 @@ import {
   type Consumer,
   type Headers,
 } from '@acemq/core'
-import { eventually } from '../../../test-support/engine-scenarios.js'
-import { uniqueName } from '../../../test-support/services.js'
+import { eventually, uniqueName } from '@acemq/testing'
 import { ACEMQ_ATTRIBUTES, ACEMQ_EVENTS, ACEMQ_METRICS, instrument } from '../src/index.js'
 import { OtelHarness, useOtelGlobals } from './otel-harness.js'
 

@@ -1,6 +1,6 @@
 import { CamelCasePlugin, sql } from 'kysely'
 import { expect, it, vi } from 'vitest'
-import { requirePostgres } from '../../../test-support/services.js'
+import { requirePostgres } from '@acemq/testing'
 import { createTableSql, KyselyIdempotencyStore } from '../src/index.js'
 import { postgres, uniqueTable } from './support/databases.js'
 import { serverStoreSuite } from './support/server-store-suite.js'

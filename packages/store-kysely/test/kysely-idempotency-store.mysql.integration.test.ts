@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import { expect, it } from 'vitest'
-import { requireMysql } from '../../../test-support/services.js'
+import { requireMysql } from '@acemq/testing'
 import { idempotencyMigration } from '../src/index.js'
 import { mysql } from './support/databases.js'
 import { serverStoreSuite } from './support/server-store-suite.js'

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Migrator, sql, type Kysely } from 'kysely'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { idempotencyStoreConformance } from '../../../test-support/idempotency-conformance.js'
+import { idempotencyStoreConformance } from '@acemq/testing'
 import {
   createTableSql,
   idempotencyMigration,

@@ -1,5 +1,5 @@
 import { describe } from 'vitest'
-import { requirePostgres } from '../../../test-support/services.js'
+import { requirePostgres } from '@acemq/testing'
 import { postgres } from './support/databases.js'
 import { kyselyOutboxSuite } from './support/outbox-suite.js'
 

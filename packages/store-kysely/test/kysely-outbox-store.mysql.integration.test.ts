@@ -1,5 +1,5 @@
 import { describe } from 'vitest'
-import { requireMysql } from '../../../test-support/services.js'
+import { requireMysql } from '@acemq/testing'
 import { mysql } from './support/databases.js'
 import { kyselyOutboxSuite } from './support/outbox-suite.js'
 

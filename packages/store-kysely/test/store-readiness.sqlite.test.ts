@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { storeReadinessScenarios } from '../../../test-support/store-readiness.js'
+import { storeReadinessScenarios } from '@acemq/testing'
 import { idempotencyMigration, KyselyIdempotencyStore } from '../src/index.js'
 import { sqlite } from './support/databases.js'
 

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { idempotencyStoreConformance } from '../../../test-support/idempotency-conformance.js'
+import { idempotencyStoreConformance } from '@acemq/testing'
 import { SqliteIdempotencyStore, type SqliteIdempotencyStoreOptions } from '../src/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))

@@ -7,7 +7,7 @@ import Database from 'better-sqlite3'
 import { Kysely, Migrator, SqliteDialect } from 'kysely'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { OutboxRecord } from '@acemq/core'
-import { outboxStoreConformance } from '../../../test-support/outbox-conformance.js'
+import { outboxStoreConformance } from '@acemq/testing'
 import { SqliteOutboxStore, outboxMigration } from '../src/index.js'
 
 const here = dirname(fileURLToPath(import.meta.url))

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { storeReadinessScenarios } from '../../../test-support/store-readiness.js'
+import { storeReadinessScenarios } from '@acemq/testing'
 import { SqliteIdempotencyStore } from '../src/index.js'
 
 storeReadinessScenarios('SqliteIdempotencyStore', {

@@ -13,7 +13,7 @@ import {
 } from '@acemq/core'
 import type { Declaration, SubscriptionStatus } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'
 import {
   LOCK_WAIT_TIMEOUT,
@@ -740,12 +740,12 @@ describe.runIf(hasRabbit)('AmqpTransport on RabbitMQ', () => {
       expect(harness.warnings.join('\n')).toMatch(/cancelled the consumer/)
     })
 
-    it('subscribing to a missing queue rejects with an error naming it', async () => {
+    it('subscribing to a missing queue rejects with ACEMQ_NOT_FOUND naming it', async () => {
       const transport = await harness.open()
       const missing = uniqueName('consume.missing')
       const failed = await outcome(transport.consume(missing, { prefetch: 1 }, () => undefined))
       expect(failed).toBeInstanceOf(AceMqError)
-      expect((failed as AceMqError).code).toBe('ACEMQ_CONSUME_FAILED')
+      expect((failed as AceMqError).code).toBe('ACEMQ_NOT_FOUND')
       expect((failed as Error).message).toContain(missing)
       expect(transport.state.open).toBe(true)
     })

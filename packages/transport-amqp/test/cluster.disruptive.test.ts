@@ -8,12 +8,7 @@ import { printAccounting } from '../../../e2e/test/accounting.js'
 import { startRabbitCluster } from '../../../test-support/rabbitmq-cluster.js'
 import type { RabbitCluster } from '../../../test-support/rabbitmq-cluster.js'
 import type { RabbitNode } from '../../../test-support/rabbitmq-node.js'
-import {
-  DATABASE_URL,
-  requirePostgres,
-  requireRabbit,
-  uniqueName,
-} from '../../../test-support/services.js'
+import { DATABASE_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpTransport, connect } from '../src/index.js'
 import type { AmqpTransportOptions } from '../src/index.js'
 import { publishUntilConfirmed, tally } from './support/counting.js'

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { rabbitmqctl } from '../../../test-support/broker-faults.js'
-import { AMQP_URL, requireRabbit } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit } from '@acemq/testing'
 import { connect } from '../src/index.js'
 
 const hasRabbit = await requireRabbit()

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { AceMq, Topology, readEnvelope } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { connect } from '../src/index.js'
 
 const hasRabbit = await requireRabbit()

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SubscriptionStatus } from '@acemq/core'
 import { startRabbitNode } from '../../../test-support/rabbitmq-node.js'
 import type { RabbitNode } from '../../../test-support/rabbitmq-node.js'
-import { requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { Harness, collector, eventually, text } from './support/harness.js'
 

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe } from 'vitest'
-import { edgeScenarios } from '../../../test-support/edge-scenarios.js'
-import { AMQP_URL, requireRabbit } from '../../../test-support/services.js'
+import { edgeScenarios, AMQP_URL, requireRabbit } from '@acemq/testing'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
 

@@ -1,8 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { AceMq, Ack, ConsumerOptions, Topology, readEnvelope } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { RecordingTransport } from '../../../test-support/recording-transport.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { RecordingTransport, AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'
 
 const hasRabbit = await requireRabbit()

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { printAccounting } from '../../../e2e/test/accounting.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { TcpFaultProxy } from '../../../test-support/tcp-fault-proxy.js'
 import type { FrameCut } from '../../../test-support/tcp-fault-proxy.js'
 import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'

@@ -1,9 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AceMq } from '@acemq/core'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
-import { eventually } from '../../../test-support/engine-scenarios.js'
-import { OrderLog, accountsCovering, type Entry } from '../../../test-support/ordered-scenarios.js'
-import { requireRabbit, uniqueName } from '../../../test-support/services.js'
+import {
+  eventually,
+  OrderLog,
+  accountsCovering,
+  type Entry,
+  requireRabbit,
+  uniqueName,
+} from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'
 import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
 

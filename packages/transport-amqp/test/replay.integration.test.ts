@@ -1,7 +1,6 @@
 import { describe } from 'vitest'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
-import { replayScenarios } from '../../../test-support/replay-scenarios.js'
-import { AMQP_URL, requireRabbit } from '../../../test-support/services.js'
+import { replayScenarios, AMQP_URL, requireRabbit } from '@acemq/testing'
 
 const hasRabbit = await requireRabbit()
 

@@ -1,9 +1,12 @@
 import { afterAll, beforeAll, describe } from 'vitest'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
-import { engineScenarios } from '../../../test-support/engine-scenarios.js'
-import { idempotencyScenarios } from '../../../test-support/idempotency-scenarios.js'
-import { AMQP_URL, requireRabbit } from '../../../test-support/services.js'
-import { shutdownScenarios } from '../../../test-support/shutdown-scenarios.js'
+import {
+  engineScenarios,
+  idempotencyScenarios,
+  AMQP_URL,
+  requireRabbit,
+  shutdownScenarios,
+} from '@acemq/testing'
 import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
 
 const hasRabbit = await requireRabbit()

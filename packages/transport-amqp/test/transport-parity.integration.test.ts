@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe } from 'vitest'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
-import { requireRabbit } from '../../../test-support/services.js'
-import { transportParity } from '../../../test-support/transport-parity.js'
+import { requireRabbit, transportParity } from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'
 import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
 

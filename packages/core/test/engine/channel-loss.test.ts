@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { AceMq, ConsumerOptions, InMemoryTransport, Topology } from '../../src/index.js'
-import { RecordingTransport } from '../../../../test-support/recording-transport.js'
+import { RecordingTransport } from '@acemq/testing'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

@@ -1,6 +1,5 @@
 import { InMemoryTransport } from '../../src/index.js'
-import { edgeScenarios } from '../../../../test-support/edge-scenarios.js'
-import { inMemoryTarget } from '../../../../test-support/in-memory-target.js'
+import { edgeScenarios, inMemoryTarget } from '@acemq/testing'
 
 edgeScenarios(
   'the in-memory transport',

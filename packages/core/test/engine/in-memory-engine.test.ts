@@ -1,6 +1,5 @@
 import { InMemoryTransport } from '../../src/index.js'
-import { engineScenarios } from '../../../../test-support/engine-scenarios.js'
-import { inMemoryTarget } from '../../../../test-support/in-memory-target.js'
+import { engineScenarios, inMemoryTarget } from '@acemq/testing'
 
 engineScenarios(
   'the in-memory transport',

@@ -1,6 +1,5 @@
 import { InMemoryTransport } from '../../src/index.js'
-import { idempotencyScenarios } from '../../../../test-support/idempotency-scenarios.js'
-import { inMemoryTarget } from '../../../../test-support/in-memory-target.js'
+import { idempotencyScenarios, inMemoryTarget } from '@acemq/testing'
 
 idempotencyScenarios(
   'the in-memory transport',

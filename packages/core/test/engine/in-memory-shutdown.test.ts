@@ -1,6 +1,5 @@
 import { InMemoryTransport } from '../../src/index.js'
-import { inMemoryTarget } from '../../../../test-support/in-memory-target.js'
-import { shutdownScenarios } from '../../../../test-support/shutdown-scenarios.js'
+import { inMemoryTarget, shutdownScenarios } from '@acemq/testing'
 
 shutdownScenarios(
   'the in-memory transport',

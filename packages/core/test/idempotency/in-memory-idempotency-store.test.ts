@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { idempotencyStoreConformance } from '../../../../test-support/idempotency-conformance.js'
+import { idempotencyStoreConformance } from '@acemq/testing'
 import { DEFAULT_CLAIM_TIMEOUT } from '../../src/constants.js'
 import { ConfigurationError } from '../../src/errors.js'
 import {

@@ -1,6 +1,5 @@
 import { InMemoryTransport } from '@acemq/core'
-import { inMemoryTarget } from '../../../../test-support/in-memory-target.js'
-import { orderedScenarios } from '../../../../test-support/ordered-scenarios.js'
+import { inMemoryTarget, orderedScenarios } from '@acemq/testing'
 
 orderedScenarios(
   'InMemoryTransport',

@@ -11,7 +11,7 @@ import {
   type OrderedQueue,
 } from '@acemq/core'
 import { healthAnswer } from '@acemq/core/spi'
-import { eventually } from '../../../../test-support/engine-scenarios.js'
+import { eventually } from '@acemq/testing'
 
 interface Entry {
   readonly account: string

@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest'
-import { outboxStoreConformance } from '../../../../test-support/outbox-conformance.js'
+import { outboxStoreConformance } from '@acemq/testing'
 import { InMemoryOutboxStore, OutboxRecord } from '../../src/index.js'
 
 outboxStoreConformance('InMemoryOutboxStore', {

@@ -10,7 +10,7 @@ import {
   type OutboxRelayInfo,
   type OutboxStore,
 } from '../../src/index.js'
-import { eventually } from '../../../../test-support/engine-scenarios.js'
+import { eventually } from '@acemq/testing'
 
 describe('the outbox relay on the in-memory transport', () => {
   let transport: InMemoryTransport

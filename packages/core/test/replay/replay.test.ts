@@ -1,6 +1,5 @@
 import { InMemoryTransport } from '../../src/index.js'
-import { inMemoryTarget } from '../../../../test-support/in-memory-target.js'
-import { replayScenarios } from '../../../../test-support/replay-scenarios.js'
+import { inMemoryTarget, replayScenarios } from '@acemq/testing'
 
 replayScenarios(
   'InMemoryTransport',

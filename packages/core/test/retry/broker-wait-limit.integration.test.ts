@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AceMq, MAX_BROKER_WAIT, RetryPolicy, Topology, rungQueueName } from '@acemq/core'
 import { AmqpTransport } from '@acemq/transport-amqp'
 import { BrokerVhost } from '../../../../test-support/broker-vhost.js'
-import { requireRabbit, uniqueName } from '../../../../test-support/services.js'
+import { requireRabbit, uniqueName } from '@acemq/testing'
 
 const hasRabbit = await requireRabbit()
 

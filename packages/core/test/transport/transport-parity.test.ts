@@ -1,4 +1,4 @@
-import { transportParity } from '../../../../test-support/transport-parity.js'
+import { transportParity } from '@acemq/testing'
 import { InMemoryTransport } from '../../src/index.js'
 
 /** The parity suite on the in-memory transport: the assertions RabbitMQ passes, unchanged. */

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { Kysely, MysqlDialect, PostgresDialect, SqliteDialect, type KyselyPlugin } from 'kysely'
 import { createPool } from 'mysql2'
 import pg from 'pg'
-import { DATABASE_URL, MYSQL_URL } from '../../../../test-support/services.js'
+import { DATABASE_URL, MYSQL_URL } from '@acemq/testing'
 
 /** A typed schema of the kind an application has: the store must accept it without a cast. */
 export interface AppDatabase {

@@ -1,7 +1,7 @@
 import { Migrator, sql, type Kysely } from 'kysely'
 import { describe, expect, it } from 'vitest'
 import { OutboxRecord } from '@acemq/core'
-import { outboxStoreConformance } from '../../../../test-support/outbox-conformance.js'
+import { outboxStoreConformance } from '@acemq/testing'
 import {
   createOutboxTableSql,
   KyselyOutboxStore,

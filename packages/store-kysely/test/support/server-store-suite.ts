@@ -1,7 +1,6 @@
 import { Migrator, sql, type Kysely } from 'kysely'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
-import { idempotencyStoreConformance } from '../../../../test-support/idempotency-conformance.js'
-import { storeReadinessScenarios } from '../../../../test-support/store-readiness.js'
+import { idempotencyStoreConformance, storeReadinessScenarios } from '@acemq/testing'
 import {
   idempotencyMigration,
   KyselyIdempotencyStore,

@@ -3,7 +3,7 @@ import {
   holdBrokerFaultLock as holdLock,
   rabbitmqctl,
 } from '../../../../test-support/broker-faults.js'
-import { AMQP_URL } from '../../../../test-support/services.js'
+import { AMQP_URL } from '@acemq/testing'
 
 /**
  * A TCP proxy in front of the broker that records every byte the broker sends, so a test can

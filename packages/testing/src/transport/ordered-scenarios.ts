@@ -18,7 +18,7 @@ import {
   type ScenarioConnection,
   type ScenarioTarget,
 } from './engine-scenarios.js'
-import { uniqueName } from './services.js'
+import { uniqueName } from '../services/services.js'
 
 /** A ledger entry: the n-th entry of an account. */
 export interface Entry {

@@ -6,7 +6,7 @@ import {
   Topology,
   type ClaimingIdempotencyStore,
   type HealthContributor,
-} from '../packages/core/src/index.js'
+} from '@acemq/core'
 
 /** A store that can say whether it is ready: its table exists and answers. */
 export interface ReadinessStore extends ClaimingIdempotencyStore {

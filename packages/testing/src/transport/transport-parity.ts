@@ -13,7 +13,7 @@ import {
   type TransportSubscription,
 } from '@acemq/core'
 import { eventually } from './engine-scenarios.js'
-import { uniqueName } from './services.js'
+import { uniqueName } from '../services/services.js'
 
 /** What the parity suite needs from each side: a transport, and the broker's own counts. */
 export interface ParityTarget {

@@ -1,6 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { OutboxRecord } from '../packages/core/src/outbox/outbox-record.js'
-import type { OutboxStore } from '../packages/core/src/outbox/outbox-store.js'
+import { OutboxRecord, type OutboxStore } from '@acemq/core'
 
 /** What a conformance run is given to build the store under test. */
 export interface OutboxConformanceOptions {

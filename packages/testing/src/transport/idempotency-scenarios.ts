@@ -16,7 +16,7 @@ import {
   type ScenarioConnection,
   type ScenarioTarget,
 } from './engine-scenarios.js'
-import { uniqueName } from './services.js'
+import { uniqueName } from '../services/services.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

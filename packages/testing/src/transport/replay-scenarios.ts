@@ -15,7 +15,7 @@ import {
   type ScenarioConnection,
   type ScenarioTarget,
 } from './engine-scenarios.js'
-import { uniqueName } from './services.js'
+import { uniqueName } from '../services/services.js'
 
 const RFC3339_SECONDS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/
 

@@ -19,7 +19,7 @@ import {
   type ScenarioTarget,
 } from './engine-scenarios.js'
 import { RecordingTransport } from './recording-transport.js'
-import { uniqueName } from './services.js'
+import { uniqueName } from '../services/services.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

@@ -1,9 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import {
-  claimWith,
-  type ClaimingIdempotencyStore,
-  type IdempotencyStore,
-} from '../packages/core/src/idempotency/idempotency-store.js'
+import type { ClaimingIdempotencyStore, IdempotencyStore } from '@acemq/core'
+import { claimWith } from '@acemq/core/spi'
 
 /** What a conformance run is given to build the store under test. */
 export interface ConformanceStoreOptions {

@@ -4,6 +4,7 @@ import { DEFAULT_DRAIN_TIMEOUT, HANDLER_ABANDON_TIMEOUT } from './constants.js'
 import { ConsumerOptions } from './consumer/consumer-options.js'
 import {
   ConsumerEngine,
+  graceUntil,
   waitFor,
   type Consumer,
   type ConsumerHost,
@@ -643,6 +644,7 @@ export class AceMq implements AsyncDisposable {
   }
 
   async #close(drainTimeoutMs: number): Promise<void> {
+    const deadline = Date.now() + drainTimeoutMs
     this.#consumingPaused = true
     // Relays finish their round (publishes confirmed and marked) within the drain's budget.
     const relaysStopped = Promise.all([...this.#relays].map((relay) => relay.stop()))
@@ -658,11 +660,11 @@ export class AceMq implements AsyncDisposable {
     }
     this.#othersDrained.resolve()
     // Handlers waiting inside a drain or close were not waited for (the ones that called close()
-    // were answered just now): give them (bounded) time to return and settle before their
-    // channels close. Asked of every handler, not only of those still inside: a drain from
-    // inside can answer in the same turn as the wait above, and its caller, gone from the set,
-    // is still running (simulation finding 8).
-    if (!(await waitFor(idle(NO_TASKS), HANDLER_ABANDON_TIMEOUT))) {
+    // were answered just now): give them what is left of the drain (at least the abandon grace)
+    // to return and settle before their channels close. Asked of every handler, not only of
+    // those still inside: a drain from inside can answer in the same turn as the wait above,
+    // and its caller, gone from the set, is still running (simulation findings 8 and 9).
+    if (!(await waitFor(idle(NO_TASKS), graceUntil(deadline)))) {
       for (const consumer of consumers) consumer.abandonRunning()
     }
     await settlesWithin(relaysStopped, drainTimeoutMs)

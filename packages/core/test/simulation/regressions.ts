@@ -458,4 +458,51 @@ export const regressions: readonly Regression[] = [
       expect(runs[0]?.delivery?.written?.kind).toBe('ack')
     },
   },
+  {
+    // Finding 9: a consumer closed with a 10 s drain while one of its handlers waited inside a
+    // drain of its own (for a handler elsewhere). The close does not wait for a handler waiting
+    // inside, but closed the channel after 5 s of grace: the handler succeeded at 10 s, within
+    // the drain its close was given, and its ack could no longer be written. The grace is now
+    // what is left of the close's drain (at least 5 s).
+    name: 'finding 9: a consumer close gives a handler waiting inside a drain the rest of its own drain before the channel closes',
+    schedule: schedule(
+      [
+        queue({
+          type: 'quorum',
+          deliveryLimit: 5,
+          consumerTimeoutMs: 60_000,
+          idempotent: true,
+          claimTimeoutMs: 300_000,
+          storeTimeoutMs: 200,
+          inProgressDelayMs: 1_000,
+          heldTimeoutMs: 1_000,
+          consumers: [
+            { prefetch: 5, concurrency: 2 },
+            { prefetch: 5, concurrency: 1 },
+          ],
+        }),
+      ],
+      [
+        message([{ kind: 'throw' }, { kind: 'accept' }], 0, { foreign: true }),
+        message([ok], 0, { foreign: true }),
+        message([{ kind: 'throw' }, { kind: 'dead-letter' }], 0, { foreign: true }),
+        message(
+          [{ kind: 'throw' }, { kind: 'drain', timeoutMs: 10_000 }, { kind: 'close', drainMs: 0 }],
+          0,
+          { foreign: true },
+        ),
+        message([{ kind: 'fail-after', ms: 40_000 }, ok], 0, { foreign: true }),
+        message([{ kind: 'publish', to: 'missing-exchange', afterMs: 0 }], 0, { foreign: true }),
+        message([{ kind: 'accept' }], 0, { foreign: true }),
+      ],
+      [[1_001, { kind: 'close-consumer', consumer: 1, drainMs: 10_000 }]],
+      0,
+    ),
+    check(world) {
+      const runs = runsOf(world, 'm3').runs
+      const drained = runs.find((r) => r.succeeded)
+      expect(drained?.endedAt).toBe(11_000)
+      expect(drained?.delivery?.written?.kind).toBe('ack')
+    },
+  },
 ]

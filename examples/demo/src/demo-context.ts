@@ -25,6 +25,10 @@ export interface DemoContext {
    * `.dlq` and `.parked` queues, and the rung queues of `policy`. Answers the full name.
    */
   queue(name: string, policy?: RetryPolicy): Promise<string>
+  /** The full name of the demo's queue (or pipeline) `name`, without declaring anything. */
+  named(name: string): string
+  /** Queues a scenario declared itself (a pipeline's steps): deleted with the others at the end. */
+  declared(queues: readonly string[]): void
 }
 
 /** One row of the summary table. */

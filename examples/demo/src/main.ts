@@ -15,6 +15,7 @@ import { flakyRetries } from './scenarios/flaky-retries.js'
 import { health } from './scenarios/health.js'
 import { inProgress } from './scenarios/in-progress.js'
 import { pauseAndDrain } from './scenarios/pause-and-drain.js'
+import { pipeline } from './scenarios/pipeline.js'
 import { poisonMessage } from './scenarios/poison-message.js'
 import { openBroker, openStores } from './setup.js'
 
@@ -47,6 +48,8 @@ const demo: DemoContext = {
     for (const step of topology.plan()) if (step.kind === 'queue') declared.push(step.name)
     return queue
   },
+  named: (name) => `${broker.prefix}.${name}`,
+  declared: (queues) => void declared.push(...queues),
 }
 
 const rows: SummaryRow[] = []
@@ -58,6 +61,7 @@ try {
   rows.push(await inProgress(demo))
   rows.push(await pauseAndDrain(demo))
   rows.push(await health(demo, stores.kind))
+  rows.push(await pipeline(demo))
 
   heading(++sections, 'Shutdown')
   const closing = performance.now()

@@ -2,6 +2,7 @@ import {
   rungQueueName,
   type ConsumeOutcome,
   type Instrumentation,
+  type PipelineRunInfo,
   type ProcessInfo,
   type ProcessScope,
 } from '@acemq/core'
@@ -34,6 +35,7 @@ export interface Settlement {
 export class Narrator implements Instrumentation {
   readonly #settled: Settlement[] = []
   readonly #quiet = new Set<string>()
+  readonly #finished = new Set<string>()
 
   publishStarted(): undefined {
     return undefined
@@ -77,6 +79,18 @@ export class Narrator implements Instrumentation {
         this.#settled.push({ id, queue, attempt, outcome, handlerRan, waitedMs, rung, reason })
       },
     }
+  }
+
+  /** A pipeline run finished: completed at its last step, or ended early. */
+  pipelineRunFinished(info: PipelineRunInfo): void {
+    const how = info.outcome === 'completed' ? 'completed' : 'ended early'
+    say('engine', info.runId, `run ${how} at ${info.step}: ${info.pipeline}.${info.step} acked`)
+    this.#finished.add(info.runId)
+  }
+
+  /** Resolves once the pipeline run `runId` has finished. */
+  finished(runId: string): Promise<void> {
+    return waitUntil(() => this.#finished.has(runId), `run ${runId} to finish`)
   }
 
   /** Stops printing the routine `acked` lines of `queue` (the demo's batch of orders). */

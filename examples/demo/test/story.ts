@@ -80,11 +80,27 @@ export const story: readonly (readonly [string, readonly RegExp[]])[] = [
     ],
   ],
   [
+    'a pipeline carries a run through its steps, retries one step alone, and ends another run early',
+    [
+      new RegExp(`── 8\\. A pipeline: reserve, charge, ship ─+ ${q('checkout.reserve')}$`),
+      /demo +o-1008 +sending it into reserve -> charge -> ship/,
+      /handler +o-1008 +reserve: stock held/,
+      /handler +o-1008 +charge attempt 1: card network busy \(throws\)/,
+      /engine +o-1008 +retried: waited 100 ms in the consumer, sent as attempt 2/,
+      /handler +o-1008 +charge attempt 2: charged/,
+      /handler +o-1008 +ship: label printed/,
+      new RegExp(`engine +o-1008 +run completed at ship: ${q('checkout.ship')} acked`),
+      /handler +o-1009 +reserve: unknown SKU, the run ends here \(returns null\)/,
+      new RegExp(`engine +o-1009 +run ended early at reserve: ${q('checkout.reserve')} acked`),
+      /checkout: 2 entered, 1 completed, 1 ended early$/,
+    ],
+  ],
+  [
     'it closes, cleans up after itself, and ends with the summary table',
     [
-      /── 8\. Shutdown/,
+      /── 9\. Shutdown/,
       /mq\.close\(\): drained and closed in \d+ ms/,
-      /cleaned up: deleted 19 demo queues, /,
+      /cleaned up: deleted 28 demo queues, /,
       /^Summary$/,
       /^ {2}# +scenario +queue +outcome +what happened$/,
       new RegExp(
@@ -98,6 +114,9 @@ export const story: readonly (readonly [string, readonly RegExp[]])[] = [
       new RegExp(`^ {2}5 +in-progress put-back +${q('stock')} +in_progress ×\\d+, acked +put back`),
       new RegExp(`^ {2}6 +pause and drain +${q('packing')} +acked ×5 +held 4 while paused`),
       /^ {2}7 +health +UP +connection UP, idempotency-store UP; inFlight 0$/,
+      new RegExp(
+        `^ {2}8 +pipeline +${q('checkout.reserve')} +completed, ended_early +2 entered, 1 completed, 1 ended early; charge retried once$`,
+      ),
       /^Done in [\d.]+ m?s\.$/,
     ],
   ],

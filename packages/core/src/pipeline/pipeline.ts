@@ -12,7 +12,8 @@ import {
   writeEnvelope,
   type Envelope,
 } from '../envelope/envelope.js'
-import { ConfigurationError, FatalError, UnroutableError, describeError } from '../errors.js'
+import { ConfigurationError, FatalError, describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
 import { describeValue } from '../ordered/partition.js'
 import type { Publisher, SendOptions } from '../publisher/publisher.js'
@@ -248,7 +249,7 @@ function validateStepName(pipeline: string, step: unknown): void {
 /** What a step decided about one message, kept until the engine settles it. */
 type StepOutcome =
   | { readonly kind: 'hop'; readonly hop: Hop }
-  | { readonly kind: 'end'; readonly outcome: 'completed' | 'ended_early' }
+  | { readonly kind: 'end'; readonly outcome: 'completed' | 'ended_early'; readonly runId: string }
 
 /** The route a message is on, as this step reads it. */
 interface Position {
@@ -425,6 +426,7 @@ export class Pipeline<T> implements AsyncDisposable {
         else this.#endedEarly++
         this.#host.instrumentation?.pipelineRunFinished?.({
           pipeline: this.name,
+          runId: outcome.runId,
           step,
           outcome: outcome.outcome,
           durationMs: envelopeAge(message.envelope, Date.now()),
@@ -448,11 +450,15 @@ export class Pipeline<T> implements AsyncDisposable {
       if (isAckResult(returned) && returned.kind !== 'accept') return returned
       const next = position.at + 1
       if (next >= position.steps.length) {
-        this.#outcomes.set(message, { kind: 'end', outcome: 'completed' })
+        this.#outcomes.set(message, { kind: 'end', outcome: 'completed', runId: position.runId })
         return undefined
       }
       if (returned === null || isAckResult(returned)) {
-        this.#outcomes.set(message, { kind: 'end', outcome: 'ended_early' })
+        this.#outcomes.set(message, {
+          kind: 'end',
+          outcome: 'ended_early',
+          runId: position.runId,
+        })
         return undefined
       }
       const target = this.#resolve(position.steps[next] as string)
@@ -556,7 +562,8 @@ export class Pipeline<T> implements AsyncDisposable {
       declarations: this.#declarations.get(target) ?? [],
       ended: (error) => {
         if (error === undefined) scope?.end('confirmed')
-        else scope?.end(error instanceof UnroutableError ? 'unroutable' : 'failed', error)
+        else
+          scope?.end(errorCodeOf(error) === ErrorCodes.UNROUTABLE ? 'unroutable' : 'failed', error)
       },
     }
   }

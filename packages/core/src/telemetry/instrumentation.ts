@@ -67,6 +67,8 @@ export interface Instrumentation {
 /** One pipeline run that finished, counted when the delivery that finished it was acked. */
 export interface PipelineRunInfo {
   readonly pipeline: string
+  /** The run's id (`x-acemq-route-id`): for logs, never a metric label. */
+  readonly runId: string
   /** The step it finished at. */
   readonly step: string
   /** `completed`: the route's last step returned; `ended_early`: a step before it returned null. */

@@ -1,4 +1,10 @@
-import { InMemoryIdempotencyStore, RetryPolicy } from '@acemq/core'
+import amqplib from 'amqplib'
+import {
+  InMemoryIdempotencyStore,
+  RetryPolicy,
+  deadLetterQueueName,
+  parkedQueueName,
+} from '@acemq/core'
 import { connect } from '@acemq/transport-amqp'
 
 /** What enters the checkout; each step returns it with its own part filled in. */
@@ -27,7 +33,7 @@ let chargeAttempts = 0
 let allFinished!: () => void
 const done = new Promise<void>((resolve) => (allFinished = resolve))
 
-await using mq = await connect(url, { onError: () => undefined }) // the retry is shown below
+const mq = await connect(url, { onError: () => undefined }) // the retry is shown below
 const checkout = await mq
   .pipeline<Order>(name)
   .step('reserve', async (order) => {
@@ -71,3 +77,15 @@ console.log(
   `runs: ${checkout.entered} entered, ${checkout.completed} completed, ${checkout.endedEarly} ended early (${finished} finished)`,
 )
 await checkout.close()
+await mq.close()
+
+// A demo run leaves nothing behind, so it runs again the same way; a real service keeps its queues.
+const admin = await amqplib.connect(url)
+const channel = await admin.createChannel()
+for (const queue of checkout.queues) {
+  for (const name of [queue, deadLetterQueueName(queue), parkedQueueName(queue)]) {
+    await channel.deleteQueue(name)
+  }
+}
+await admin.close()
+console.log(`removed ${checkout.queues.join(', ')} and their .dlq and .parked`)

@@ -1,4 +1,4 @@
-import type { AceMq, Transport } from '@acemq/core'
+import { ErrorCodes, errorCodeOf, type AceMq, type Transport } from '@acemq/core'
 import { connect } from '@acemq/transport-amqp'
 
 /** Connects once, without recovery: a command that loses the broker fails and says so. */
@@ -20,7 +20,7 @@ export async function queueLength(
   try {
     return await transport.queueLength(queue)
   } catch (error) {
-    if ((error as { code?: unknown }).code === 'ACEMQ_NOT_FOUND') return undefined
+    if (errorCodeOf(error) === ErrorCodes.NOT_FOUND) return undefined
     throw error
   }
 }

@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander'
-import { AceMqError, ConfigurationError, describeError } from '@acemq/core'
+import { ErrorCodes, describeError, errorCodeOf } from '@acemq/core'
 import { dlqCommands } from './commands/dlq.js'
 import { healthCommands } from './commands/health.js'
 import { sqlCommands } from './commands/sql.js'
@@ -92,12 +92,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       // Commander has printed the message already.
       return EXIT_CODES.usage
     }
-    if (error instanceof UsageError || error instanceof ConfigurationError) {
+    const code = errorCodeOf(error)
+    if (error instanceof UsageError || code === ErrorCodes.CONFIGURATION) {
       output.note(`error: ${describeError(error)}`)
       return EXIT_CODES.usage
     }
-    const code = error instanceof AceMqError ? ` (${error.code})` : ''
-    output.note(`error: ${describeError(error)}${code}`)
+    output.note(`error: ${describeError(error)}${code === undefined ? '' : ` (${code})`}`)
     return EXIT_CODES.failed
   }
 }

@@ -15,6 +15,7 @@ import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
 import { AceMqError, ClosedError, ConfigurationError, abortError, describeError } from './errors.js'
+import { ErrorCodes, errorCodeOf } from './error-codes.js'
 import { deferred, settlesWithin, sleep, type Deferred } from './internal/timers.js'
 import { warningReporter } from './internal/warning-reporter.js'
 import {
@@ -256,10 +257,10 @@ export class AceMq implements AsyncDisposable {
     // A queue that is not there (a misspelt name) is refused before anything is declared for
     // it: a failed consume must leave no {queue}.dlq, .parked or rung behind.
     await this.transport.queueLength?.(queue).catch((error: unknown) => {
-      throw error instanceof AceMqError && error.code === 'ACEMQ_NOT_FOUND'
+      throw errorCodeOf(error) === ErrorCodes.NOT_FOUND
         ? new AceMqError(
             `consume(queue): queue '${queue}' does not exist; declare it first (applyTopology)`,
-            { code: 'ACEMQ_NOT_FOUND', cause: error },
+            { code: ErrorCodes.NOT_FOUND, cause: error },
           )
         : error
     })
@@ -712,7 +713,7 @@ export class AceMq implements AsyncDisposable {
     if (event.type === 'disconnected') {
       for (const consumer of this.#consumers) consumer.connectionLost()
       this.#reportError(
-        event.error ?? new AceMqError('connection lost'),
+        event.error ?? new AceMqError('connection lost', { code: ErrorCodes.CONNECTION_DOWN }),
         'the connection was lost; recovering',
       )
     }

@@ -1,23 +1,29 @@
+import { ErrorCodes, type ErrorCode } from './error-codes.js'
+
 /**
  * The root of every error AceMQ throws. `code` is stable across releases and across the
  * AceMQ family, so it is what to match on; `cause` carries the underlying error when there
- * is one.
+ * is one. Match on the code with {@link errorCodeOf}, which also reads an error thrown by
+ * another installed copy of `@acemq/core`, where `instanceof` would not hold.
  *
  * @example
  * ```ts
  * try { await orders.send(order) } catch (e) {
- *   if (e instanceof AceMqError && e.code === 'ACEMQ_UNROUTABLE') { ... }
+ *   if (errorCodeOf(e) === ErrorCodes.UNROUTABLE) { ... }
  * }
  * ```
  */
 export class AceMqError extends Error {
-  /** A stable, machine-readable code such as `ACEMQ_UNROUTABLE`. */
-  readonly code: string
+  /** A stable, machine-readable code: one of {@link ErrorCodes}, such as `ACEMQ_UNROUTABLE`. */
+  readonly code: ErrorCode
 
-  constructor(message: string, options: { readonly code?: string; readonly cause?: unknown } = {}) {
+  constructor(
+    message: string,
+    options: { readonly code?: ErrorCode; readonly cause?: unknown } = {},
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause })
     this.name = new.target.name
-    this.code = options.code ?? 'ACEMQ_ERROR'
+    this.code = options.code ?? ErrorCodes.ERROR
   }
 }
 
@@ -38,7 +44,7 @@ export class PublishingPausedError extends AceMqError {
     super(
       `publishing is paused: nothing was sent to exchange '${exchange}' with routing key '${routingKey}'`,
       {
-        code: 'ACEMQ_PUBLISHING_PAUSED',
+        code: ErrorCodes.PUBLISHING_PAUSED,
       },
     )
   }
@@ -56,7 +62,7 @@ export class PublishingPausedError extends AceMqError {
 export class ConnectionBlockedError extends AceMqError {
   constructor(readonly reason: string) {
     super(`the broker has blocked the connection (${reason}): the publish was refused`, {
-      code: 'ACEMQ_CONNECTION_BLOCKED',
+      code: ErrorCodes.CONNECTION_BLOCKED,
     })
   }
 }
@@ -77,7 +83,7 @@ export class UnroutableError extends AceMqError {
   ) {
     super(
       `the broker could not route the message: exchange '${exchange || '(default)'}', routing key '${routingKey}' (${replyText})`,
-      { code: 'ACEMQ_UNROUTABLE' },
+      { code: ErrorCodes.UNROUTABLE },
     )
   }
 }
@@ -92,16 +98,21 @@ export class UnroutableError extends AceMqError {
  * ```
  */
 export class PublishFailedError extends AceMqError {
-  constructor(message: string, options: { readonly cause?: unknown; readonly code?: string } = {}) {
-    super(message, { code: 'ACEMQ_PUBLISH_FAILED', ...options })
+  constructor(
+    message: string,
+    options: { readonly cause?: unknown; readonly code?: ErrorCode } = {},
+  ) {
+    super(message, { code: ErrorCodes.PUBLISH_FAILED, ...options })
   }
 }
 
 /**
  * The code of a {@link PublishFailedError} for a message the client cannot encode at all (a
  * header value it cannot write, a property too long): sending it again can never work.
+ *
+ * @deprecated Use `ErrorCodes.UNENCODABLE`, the same value.
  */
-export const UNENCODABLE = 'ACEMQ_UNENCODABLE'
+export const UNENCODABLE = ErrorCodes.UNENCODABLE
 
 /**
  * Thrown by a handler to say "never retry this": the message goes to `{queue}.dlq` with the
@@ -114,7 +125,7 @@ export const UNENCODABLE = 'ACEMQ_UNENCODABLE'
  */
 export class FatalError extends AceMqError {
   constructor(message: string, options: { readonly cause?: unknown } = {}) {
-    super(message, { code: 'ACEMQ_FATAL', ...options })
+    super(message, { code: ErrorCodes.FATAL, ...options })
   }
 }
 
@@ -128,7 +139,7 @@ export class FatalError extends AceMqError {
  */
 export class ConfigurationError extends AceMqError {
   constructor(message: string, options: { readonly cause?: unknown } = {}) {
-    super(message, { code: 'ACEMQ_CONFIGURATION', ...options })
+    super(message, { code: ErrorCodes.CONFIGURATION, ...options })
   }
 }
 
@@ -142,7 +153,7 @@ export class ConfigurationError extends AceMqError {
  */
 export class ClosedError extends AceMqError {
   constructor(message = 'the AceMQ connection is closed') {
-    super(message, { code: 'ACEMQ_CLOSED' })
+    super(message, { code: ErrorCodes.CLOSED })
   }
 }
 

@@ -1,6 +1,7 @@
 export { AceMq, type AceMqOptions, type CloseOptions } from './ace-mq.js'
 export * from './constants.js'
 export * from './duration.js'
+export * from './error-codes.js'
 export {
   AceMqError,
   ClosedError,

@@ -6,7 +6,9 @@ import {
   ConfigurationError,
   DEFAULT_CLAIM_TIMEOUT,
   DEFAULT_IDEMPOTENCY_RETENTION,
+  ErrorCodes,
   describeError,
+  errorCodeOf,
   type ClaimResult,
   type ClaimingIdempotencyStore,
   type Duration,
@@ -225,7 +227,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     }
     throw new AceMqError(
       `the claim on ${JSON.stringify(id)} kept changing under this store for ${MAX_ROUNDS} rounds; not guessing`,
-      { code: 'ACEMQ_STORE_CONTENDED' },
+      { code: ErrorCodes.STORE_CONTENDED },
     )
   }
 
@@ -439,7 +441,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     if (!isMissingTable(error)) return error
     return new AceMqError(
       `the idempotency table ${this.table} does not exist: create it in a migration, with idempotencyMigration() or store.createTableSql()`,
-      { code: 'ACEMQ_STORE_TABLE_MISSING', cause: error },
+      { code: ErrorCodes.STORE_TABLE_MISSING, cause: error },
     )
   }
 }
@@ -458,7 +460,8 @@ function storeHealthContributor(
         return { name, status: 'UP', details: { table } }
       } catch (error) {
         const details: Record<string, string> = { table, error: describeError(error) }
-        if (error instanceof AceMqError) details['code'] = error.code
+        const code = errorCodeOf(error)
+        if (code !== undefined) details['code'] = code
         return { name, status: 'DEGRADED', details }
       }
     },
@@ -592,7 +595,7 @@ function affected(result: QueryResult<unknown>, what: string): number {
   if (typeof result.numAffectedRows !== 'bigint') {
     throw new AceMqError(
       `the database did not report how many rows the idempotency ${what} affected; refusing to guess`,
-      { code: 'ACEMQ_STORE_RESULT_UNKNOWN' },
+      { code: ErrorCodes.STORE_RESULT_UNKNOWN },
     )
   }
   return Number(result.numAffectedRows)
@@ -614,7 +617,7 @@ function toNumber(value: unknown, column: string): number {
     throw new AceMqError(
       `the idempotency table returned ${String(value)} for ${column}, not a number`,
       {
-        code: 'ACEMQ_STORE_RESULT_UNKNOWN',
+        code: ErrorCodes.STORE_RESULT_UNKNOWN,
       },
     )
   }
@@ -627,7 +630,7 @@ function toBoolean(value: unknown): boolean {
   throw new AceMqError(
     `the idempotency table returned ${String(value)} for confirmed, not a boolean`,
     {
-      code: 'ACEMQ_STORE_RESULT_UNKNOWN',
+      code: ErrorCodes.STORE_RESULT_UNKNOWN,
     },
   )
 }

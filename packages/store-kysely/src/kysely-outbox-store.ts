@@ -5,6 +5,7 @@ import {
   ConfigurationError,
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   DEFAULT_OUTBOX_TABLE,
+  ErrorCodes,
   OutboxRecord,
   toMillis,
   type Duration,
@@ -399,7 +400,7 @@ function toNumber(value: unknown): number {
   const n = typeof value === 'number' ? value : Number(value)
   if (!Number.isFinite(n)) {
     throw new AceMqError(`the outbox table returned ${String(value)}, not a number`, {
-      code: 'ACEMQ_STORE_RESULT_UNKNOWN',
+      code: ErrorCodes.STORE_RESULT_UNKNOWN,
     })
   }
   return n

@@ -6,7 +6,9 @@ import {
   ConfigurationError,
   DEFAULT_CLAIM_TIMEOUT,
   DEFAULT_IDEMPOTENCY_RETENTION,
+  ErrorCodes,
   describeError,
+  errorCodeOf,
   toMillis,
   type ClaimResult,
   type ClaimingIdempotencyStore,
@@ -311,7 +313,8 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
           return { name, status: 'UP', details: { table } }
         } catch (error) {
           const details: Record<string, string> = { table, error: describeError(error) }
-          if (error instanceof AceMqError) details['code'] = error.code
+          const code = errorCodeOf(error)
+          if (code !== undefined) details['code'] = code
           return { name, status: 'DEGRADED', details }
         }
       },
@@ -386,7 +389,7 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       if (error instanceof Error && /no such table/i.test(error.message)) {
         throw new AceMqError(
           `the idempotency table ${this.#table.quoted} does not exist: create it with store.createTableSql() in a migration`,
-          { code: 'ACEMQ_STORE_TABLE_MISSING', cause: error },
+          { code: ErrorCodes.STORE_TABLE_MISSING, cause: error },
         )
       }
       throw error
@@ -428,7 +431,7 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
         if (row === undefined) {
           // The write lock is held, so the conflicting row cannot have gone.
           throw new AceMqError(`the claim on ${JSON.stringify(id)} conflicted with no row`, {
-            code: 'ACEMQ_STORE_INCONSISTENT',
+            code: ErrorCodes.STORE_INCONSISTENT,
           })
         }
         if (isConfirmedRow(row)) {
@@ -476,7 +479,7 @@ function requireChanged(changes: number, what: string): void {
   if (changes !== 1) {
     throw new AceMqError(
       `the idempotency ${what} changed ${String(changes)} rows instead of 1; refusing to guess`,
-      { code: 'ACEMQ_STORE_INCONSISTENT' },
+      { code: ErrorCodes.STORE_INCONSISTENT },
     )
   }
 }

@@ -1,4 +1,5 @@
 import { AceMqError, ConfigurationError, describeError } from '../errors.js'
+import { ErrorCodes } from '../error-codes.js'
 
 /**
  * Turns payloads into message bodies and back, for one content type. `decode` throws on a body
@@ -24,7 +25,7 @@ const encoder = new TextEncoder()
 // `fatal`: bytes that are not UTF-8 are a decode failure, not text with replacement characters.
 const decoder = new TextDecoder('utf-8', { fatal: true })
 
-const DECODE = 'ACEMQ_DECODE'
+const DECODE = ErrorCodes.DECODE
 
 function preview(body: Uint8Array): string {
   const head = Array.from(body.subarray(0, 8), (byte) => byte.toString(16).padStart(2, '0'))

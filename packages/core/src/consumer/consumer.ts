@@ -10,14 +10,8 @@ import {
   writeCopyHeaders,
   type Envelope,
 } from '../envelope/envelope.js'
-import {
-  AceMqError,
-  ConfigurationError,
-  FatalError,
-  UNENCODABLE,
-  UnroutableError,
-  describeError,
-} from '../errors.js'
+import { AceMqError, describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import {
   claimWith,
   type ClaimResult,
@@ -523,7 +517,10 @@ export class ConsumerEngine<T> implements Consumer {
     }
     if (lane === this.#lane && !this.#cancelled) {
       this.#host.reportError(
-        status.error ?? new AceMqError(`the channel of the consumer on '${this.queue}' closed`),
+        status.error ??
+          new AceMqError(`the channel of the consumer on '${this.queue}' closed`, {
+            code: ErrorCodes.CHANNEL_CLOSED,
+          }),
         `the consumer on '${this.queue}' lost its channel; the transport subscribes again`,
       )
     }
@@ -693,7 +690,7 @@ export class ConsumerEngine<T> implements Consumer {
       try {
         claim = await this.#claim(store, key, owner as string)
       } catch (error) {
-        if (error instanceof ConfigurationError) {
+        if (errorCodeOf(error) === ErrorCodes.CONFIGURATION) {
           const reason = `the idempotency store refused the message id: ${describeError(error)}`
           return this.#setAside(task, envelope, 'parked', reason, scope)
         }
@@ -947,7 +944,9 @@ export class ConsumerEngine<T> implements Consumer {
       return isAckResult(returned) ? returned : ACCEPT
     } catch (error) {
       failure = error
-      if (error instanceof FatalError) return { kind: 'dead-letter', reason: describeError(error) }
+      if (errorCodeOf(error) === ErrorCodes.FATAL) {
+        return { kind: 'dead-letter', reason: describeError(error) }
+      }
       return { kind: 'retry', reason: describeError(error), delayMs: undefined }
     } finally {
       scope?.handled(performance.now() - started, failure)
@@ -1137,7 +1136,7 @@ export class ConsumerEngine<T> implements Consumer {
           `could not move message ${id} to '${target}' (try ${attempt}); it is held and tried again`,
         )
         let redeclared = false
-        if (failure instanceof UnroutableError) {
+        if (errorCodeOf(failure) === ErrorCodes.UNROUTABLE) {
           if (target.startsWith(`${this.queue}.retry.`)) {
             this.#host.instrumentation?.rungMissing?.(this.queue, target)
           }
@@ -1208,10 +1207,8 @@ function moveBackoff(attempt: number): number {
 
 /** A failure that sending the same copy again can never fix. */
 function isPermanent(error: unknown): boolean {
-  return (
-    error instanceof ConfigurationError ||
-    (error instanceof AceMqError && error.code === UNENCODABLE)
-  )
+  const code = errorCodeOf(error)
+  return code === ErrorCodes.CONFIGURATION || code === ErrorCodes.UNENCODABLE
 }
 
 const ACCEPT: AckResult = Object.freeze({ kind: 'accept' })
@@ -1260,7 +1257,7 @@ function withTimeout<R>(
       onTimeout?.()
       reject(
         new AceMqError(`the idempotency store did not answer within ${ms} ms (${what})`, {
-          code: 'ACEMQ_STORE_TIMEOUT',
+          code: ErrorCodes.STORE_TIMEOUT,
         }),
       )
     }, ms)

@@ -1,5 +1,6 @@
 import { DEFAULT_ERROR_REPORT_INTERVAL } from '../constants.js'
-import { AceMqError, describeError } from '../errors.js'
+import { describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 
 /** Kinds of failure printed in one interval at most; the rest are counted and summed up. */
 const MAX_KINDS_PER_INTERVAL = 10
@@ -41,14 +42,14 @@ export function warningReporter(
       if (overflow > 0) {
         emit(
           `${overflow} more failure(s) of other kinds in the last ${seconds(intervalMs)} were not printed (at most ${MAX_KINDS_PER_INTERVAL} kinds are printed per interval)`,
-          'ACEMQ_WARNINGS_HELD_BACK',
+          ErrorCodes.WARNINGS_HELD_BACK,
         )
       }
       windowStart = at
       printedInWindow = 0
       overflow = 0
     }
-    const code = error instanceof AceMqError ? error.code : undefined
+    const code = errorCodeOf(error)
     const description = describeError(error)
     const key = `${code ?? ''}\u0000${description}`
     const kind = kinds.get(key)
@@ -65,7 +66,7 @@ export function warningReporter(
       kind !== undefined && kind.heldBack > 0
         ? ` (${kind.heldBack} more like it since the last warning)`
         : ''
-    emit(`${context}: ${description}${repeats}`, code ?? 'ACEMQ_FAILURE')
+    emit(`${context}: ${description}${repeats}`, code ?? ErrorCodes.FAILURE)
     kinds.delete(key)
     kinds.set(key, { printedAt: at, heldBack: 0 })
     if (kinds.size > MAX_REMEMBERED_KINDS) {

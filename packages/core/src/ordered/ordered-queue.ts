@@ -3,7 +3,8 @@ import { ConsumerOptions } from '../consumer/consumer-options.js'
 import type { Consumer } from '../consumer/consumer.js'
 import type { Handler, Message } from '../consumer/message.js'
 import { toMillis, type Duration } from '../duration.js'
-import { AceMqError, ConfigurationError, FatalError, describeError } from '../errors.js'
+import { AceMqError, ConfigurationError, describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { HealthReport } from '../health/health.js'
 import { deferred, type Deferred } from '../internal/timers.js'
 import type { Publisher, SendOptions } from '../publisher/publisher.js'
@@ -204,7 +205,7 @@ async function checkPartitionCount(
       await transport.queueLength?.(`${name}.${p}`)
       return true
     } catch (error) {
-      if (error instanceof AceMqError && error.code === 'ACEMQ_NOT_FOUND') return false
+      if (errorCodeOf(error) === ErrorCodes.NOT_FOUND) return false
       throw error
     }
   }
@@ -469,7 +470,7 @@ export class OrderedQueue<T> {
     }
     const failed = (error: unknown): never => {
       this.#failed++
-      if (error instanceof FatalError) this.#skipped++
+      if (errorCodeOf(error) === ErrorCodes.FATAL) this.#skipped++
       throw error
     }
     // Not async: a handler that returns at once costs no promise here (each partition waits for
@@ -520,7 +521,7 @@ export class OrderedQueue<T> {
         state.holding = true
         this.#host.reportError(
           new AceMqError(`halted after ${failures} attempt(s): ${reason}`, {
-            code: 'ACEMQ_PARTITION_HALTED',
+            code: ErrorCodes.PARTITION_HALTED,
           }),
           `partition ${partition} of ordered queue '${this.name}' ('${queue}') halted on message ${message.envelope.id}; resume(${partition}) runs it again`,
         )

@@ -1,12 +1,7 @@
 import { toMillis, type Duration } from '../duration.js'
 import { createEnvelope, writeEnvelope } from '../envelope/envelope.js'
-import {
-  ClosedError,
-  ConfigurationError,
-  ConnectionBlockedError,
-  PublishingPausedError,
-  describeError,
-} from '../errors.js'
+import { ClosedError, ConfigurationError, PublishingPausedError, describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { HealthContributor, HealthReport } from '../health/health.js'
 import { sleep } from '../internal/timers.js'
 import type { Instrumentation } from '../telemetry/instrumentation.js'
@@ -422,10 +417,11 @@ export class OutboxRelay {
 
 /** A failure of the connection, not of the record: it is handed back without counting. */
 function isConnectionTrouble(error: unknown, transport: Transport): boolean {
+  const code = errorCodeOf(error)
   if (
-    error instanceof ConnectionBlockedError ||
-    error instanceof PublishingPausedError ||
-    error instanceof ClosedError
+    code === ErrorCodes.CONNECTION_BLOCKED ||
+    code === ErrorCodes.PUBLISHING_PAUSED ||
+    code === ErrorCodes.CLOSED
   ) {
     return true
   }

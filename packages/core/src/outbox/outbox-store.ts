@@ -1,4 +1,5 @@
 import { AceMqError, ConfigurationError } from '../errors.js'
+import { ErrorCodes } from '../error-codes.js'
 import type { OutboxEnvelope, OutboxHeaderValue, OutboxRecord } from './outbox-record.js'
 
 /** Publishes a record may fail before it is retired and offered no more (10). */
@@ -237,7 +238,7 @@ function bytes(value: unknown): Uint8Array {
   if (value instanceof Uint8Array) return value
   if (typeof value === 'string') return Buffer.from(value, 'utf8')
   throw new AceMqError(`the outbox table returned a body that is not bytes: ${typeof value}`, {
-    code: 'ACEMQ_STORE_RESULT_UNKNOWN',
+    code: ErrorCodes.STORE_RESULT_UNKNOWN,
   })
 }
 
@@ -249,7 +250,7 @@ function json(value: unknown, column: string): unknown {
     // Reported below.
   }
   throw new AceMqError(`the outbox table returned ${column} that are not a JSON object`, {
-    code: 'ACEMQ_STORE_RESULT_UNKNOWN',
+    code: ErrorCodes.STORE_RESULT_UNKNOWN,
   })
 }
 
@@ -264,7 +265,7 @@ function integer(value: unknown, column: string): number {
     throw new AceMqError(
       `the outbox table returned ${String(value)} for ${column}, not a whole number`,
       {
-        code: 'ACEMQ_STORE_RESULT_UNKNOWN',
+        code: ErrorCodes.STORE_RESULT_UNKNOWN,
       },
     )
   }

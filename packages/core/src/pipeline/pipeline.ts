@@ -12,7 +12,8 @@ import {
   writeEnvelope,
   type Envelope,
 } from '../envelope/envelope.js'
-import { ConfigurationError, FatalError, UnroutableError, describeError } from '../errors.js'
+import { ConfigurationError, FatalError, describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
 import { describeValue } from '../ordered/partition.js'
 import type { Publisher, SendOptions } from '../publisher/publisher.js'
@@ -561,7 +562,8 @@ export class Pipeline<T> implements AsyncDisposable {
       declarations: this.#declarations.get(target) ?? [],
       ended: (error) => {
         if (error === undefined) scope?.end('confirmed')
-        else scope?.end(error instanceof UnroutableError ? 'unroutable' : 'failed', error)
+        else
+          scope?.end(errorCodeOf(error) === ErrorCodes.UNROUTABLE ? 'unroutable' : 'failed', error)
       },
     }
   }

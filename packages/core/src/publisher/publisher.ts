@@ -7,13 +7,8 @@ import {
   type Envelope,
   type EnvelopeInit,
 } from '../envelope/envelope.js'
-import {
-  ConfigurationError,
-  ConnectionBlockedError,
-  PublishFailedError,
-  PublishingPausedError,
-  UnroutableError,
-} from '../errors.js'
+import { ConfigurationError, PublishFailedError, PublishingPausedError } from '../errors.js'
+import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { Instrumentation, PublishOutcome, PublishScope } from '../telemetry/instrumentation.js'
 import type { Headers, OutgoingMessage, Transport } from '../transport/transport.js'
 
@@ -51,9 +46,11 @@ interface Prepared {
 }
 
 function outcomeOf(error: unknown): PublishOutcome {
-  if (error instanceof UnroutableError) return 'unroutable'
-  if (error instanceof ConnectionBlockedError || error instanceof PublishingPausedError)
+  const code = errorCodeOf(error)
+  if (code === ErrorCodes.UNROUTABLE) return 'unroutable'
+  if (code === ErrorCodes.CONNECTION_BLOCKED || code === ErrorCodes.PUBLISHING_PAUSED) {
     return 'refused'
+  }
   return 'failed'
 }
 

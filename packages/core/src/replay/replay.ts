@@ -7,6 +7,7 @@ import {
   type Envelope,
 } from '../envelope/envelope.js'
 import { AceMqError, ConfigurationError, PublishFailedError, abortError } from '../errors.js'
+import { ErrorCodes } from '../error-codes.js'
 import { sleep } from '../internal/timers.js'
 import { validateQueueName } from '../retry/queue-names.js'
 import type { Delivery, Headers, Transport } from '../transport/transport.js'
@@ -314,7 +315,7 @@ export class Replay {
     if (typeof transport.getOne !== 'function' || typeof transport.queueLength !== 'function') {
       throw new AceMqError(
         `the ${transport.kind} transport cannot ${operation === 'getOne' ? 'take messages one by one' : 'count a queue'}, so it cannot replay`,
-        { code: 'ACEMQ_UNSUPPORTED' },
+        { code: ErrorCodes.UNSUPPORTED },
       )
     }
     return transport as Transport & Required<Pick<Transport, 'getOne' | 'queueLength'>>

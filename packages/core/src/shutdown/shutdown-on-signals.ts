@@ -1,6 +1,7 @@
 import { DEFAULT_DRAIN_TIMEOUT } from '../constants.js'
 import { toMillis, type Duration } from '../duration.js'
 import { ConfigurationError, describeError } from '../errors.js'
+import { ErrorCodes } from '../error-codes.js'
 
 /** What {@link shutdownOnSignals} needs of a connection: an `AceMq` has it. */
 export interface Drainable {
@@ -131,7 +132,7 @@ export function shutdownOnSignals(mq: Drainable, options: ShutdownOptions = {}):
     } catch (failure) {
       process.emitWarning(`shutdownOnSignals: onShutdown threw: ${describeError(failure)}`, {
         type: 'AceMqWarning',
-        code: 'ACEMQ_ON_SHUTDOWN_THREW',
+        code: ErrorCodes.ON_SHUTDOWN_THREW,
       })
     }
     resolveDone(result)

@@ -1,5 +1,5 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib'
-import { PublishFailedError, UNENCODABLE, UnroutableError, describeError } from '@acemq/core'
+import { ErrorCodes, PublishFailedError, UnroutableError, describeError } from '@acemq/core'
 import type { OutgoingMessage } from '@acemq/core'
 import { PROPERTY_NAMES } from './amqp-helpers.js'
 
@@ -149,7 +149,7 @@ export class ConfirmPublisher {
       const unencodable = error instanceof TypeError || error instanceof RangeError
       throw new PublishFailedError(
         `the message for exchange '${message.exchange || '(default)'}', routing key '${message.routingKey}' could not be written to ${this.#description}: ${describeError(error)}`,
-        unencodable ? { cause: error, code: UNENCODABLE } : { cause: error },
+        unencodable ? { cause: error, code: ErrorCodes.UNENCODABLE } : { cause: error },
       )
     }
     this.#pending.add(pending)

@@ -1,5 +1,5 @@
 import type { Channel } from 'amqplib'
-import { AceMqError, ConfigurationError, describeError } from '@acemq/core'
+import { AceMqError, ConfigurationError, ErrorCodes, describeError } from '@acemq/core'
 import type { Declaration, HeaderValue } from '@acemq/core'
 
 const EXCHANGE_TYPES: ReadonlySet<string> = new Set(['direct', 'topic', 'fanout', 'headers'])
@@ -162,7 +162,7 @@ export function declarationFailed(declaration: Declaration, error: unknown): Ace
       : ''
   return new AceMqError(
     `the broker refused to declare ${describeDeclaration(declaration)}: ${describeError(error)}${hint}`,
-    { code: 'ACEMQ_DECLARATION_FAILED', cause: error },
+    { code: ErrorCodes.DECLARATION_FAILED, cause: error },
   )
 }
 

@@ -1,6 +1,6 @@
 import amqplib from 'amqplib'
 import type { ChannelModel } from 'amqplib'
-import { AceMqError, describeError } from '@acemq/core'
+import { AceMqError, ErrorCodes, describeError, errorCodeOf } from '@acemq/core'
 import type { AmqpNodeOrder } from '../amqp-transport-options.js'
 import type { ConnectionRole, Endpoint, NodeSet } from './endpoint.js'
 import { sanitizeError, scrubSecrets } from './secrets.js'
@@ -116,7 +116,7 @@ export class ManagedConnection {
     if (this.#closed()) {
       await closeModelQuietly(model)
       throw new AceMqError(`the ${this.#role} connection was closed while it was opening`, {
-        code: 'ACEMQ_CLOSED',
+        code: ErrorCodes.CLOSED,
       })
     }
     this.#adopt(model, node)
@@ -125,12 +125,12 @@ export class ManagedConnection {
     } catch (error) {
       this.#drop(model)
       if (!this.#closed()) this.#state = 'idle'
-      throw error instanceof AceMqError ? error : this.#connectFailed(node, error)
+      throw errorCodeOf(error) !== undefined ? error : this.#connectFailed(node, error)
     }
     if (this.#model !== model) {
       throw new AceMqError(
         `the ${this.#role} connection to ${node.description} was lost while it was being set up`,
-        { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(this.#lastError) },
+        { code: ErrorCodes.CONNECTION_FAILED, cause: this.#safe(this.#lastError) },
       )
     }
     this.#state = 'open'
@@ -175,7 +175,7 @@ export class ManagedConnection {
   #connectFailed(node: Endpoint, error: unknown): AceMqError {
     return new AceMqError(
       `could not open the ${this.#role} connection to ${node.description}: ${this.#reason(error, node)}`,
-      { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(error) },
+      { code: ErrorCodes.CONNECTION_FAILED, cause: this.#safe(error) },
     )
   }
 
@@ -208,12 +208,12 @@ export class ManagedConnection {
       throw this.#connectFailed(only.node, only.error)
     if (failures.length === 0) {
       throw new AceMqError(`the ${this.#role} connection was closed while it was opening`, {
-        code: 'ACEMQ_CLOSED',
+        code: ErrorCodes.CLOSED,
       })
     }
     throw new AceMqError(
       `could not open the ${this.#role} connection to any of the ${failures.length} nodes: ${failures.map((failure) => `${failure.node.description}: ${this.#reason(failure.error, failure.node)}`).join('; ')}`,
-      { code: 'ACEMQ_CONNECTION_FAILED', cause: this.#safe(failures.at(-1)?.error) },
+      { code: ErrorCodes.CONNECTION_FAILED, cause: this.#safe(failures.at(-1)?.error) },
     )
   }
 

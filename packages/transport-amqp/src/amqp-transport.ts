@@ -6,8 +6,10 @@ import {
   ConfigurationError,
   ConnectionBlockedError,
   DEFAULT_MAX_UNCONFIRMED,
+  ErrorCodes,
   PublishFailedError,
   describeError,
+  errorCodeOf,
   toMillis,
 } from '@acemq/core'
 import { abortError } from '@acemq/core/spi'
@@ -76,12 +78,15 @@ interface PublishLane {
  * The code of the `PublishFailedError` for a publish to an exchange that does not exist:
  * nothing was written, and nothing else failed with it.
  *
+ * @deprecated Use `ErrorCodes.EXCHANGE_NOT_FOUND` from `@acemq/core`, the same value (the
+ * in-memory transport rejects with it too).
+ *
  * @example
  * ```ts
- * catch (e) { if (e instanceof AceMqError && e.code === EXCHANGE_NOT_FOUND) declareTopology() }
+ * catch (e) { if (errorCodeOf(e) === ErrorCodes.EXCHANGE_NOT_FOUND) declareTopology() }
  * ```
  */
-export const EXCHANGE_NOT_FOUND = 'ACEMQ_EXCHANGE_NOT_FOUND'
+export const EXCHANGE_NOT_FOUND = ErrorCodes.EXCHANGE_NOT_FOUND
 
 /** The exchange a `404 NOT_FOUND` channel close names, if it names one. */
 function missingExchange(error: unknown): string | undefined {
@@ -618,7 +623,8 @@ export class AmqpTransport implements Transport, AsyncDisposable {
    * Subscribes to `queue` on a channel of its own with per-consumer prefetch and manual acks.
    * `onDelivery` is called once per delivery, in order. The subscription survives reconnects
    * and broker cancellations (it re-declares and re-subscribes with backoff until closed).
-   * Rejects with an `AceMqError` (`ACEMQ_CONSUME_FAILED`) when the queue does not exist.
+   * Rejects with an `AceMqError` (`ACEMQ_NOT_FOUND`) when the queue does not exist, and
+   * `ACEMQ_CONSUME_FAILED` when the broker refuses the subscription for another reason.
    *
    * @example
    * ```ts
@@ -667,10 +673,14 @@ export class AmqpTransport implements Transport, AsyncDisposable {
       await subscription.start(model)
     } catch (error) {
       this.#subscriptions.delete(subscription)
-      if (replyCode(error) !== undefined && this.#consumeConnection.model === model) {
+      const reply = replyCode(error)
+      if (reply !== undefined && this.#consumeConnection.model === model) {
+        // 404: the queue does not exist, the code getOne and queueLength (and the in-memory
+        // transport) give for it too.
+        const code = reply === 404 ? ErrorCodes.NOT_FOUND : ErrorCodes.CONSUME_FAILED
         throw new AceMqError(
           `could not subscribe to queue '${queue}' on ${this.description}: ${describeError(error)}`,
-          { code: 'ACEMQ_CONSUME_FAILED', cause: error },
+          { code, cause: error },
         )
       }
       throw this.#connectionTrouble(`could not subscribe to queue '${queue}'`, error)
@@ -723,10 +733,10 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   }
 
   #queueTrouble(what: string, queue: string, error: unknown): Error {
-    if (error instanceof AceMqError) return error
+    if (error instanceof Error && errorCodeOf(error) !== undefined) return error
     if (replyCode(error) === 404) {
       return new AceMqError(`queue '${queue}' does not exist on ${this.description}`, {
-        code: 'ACEMQ_NOT_FOUND',
+        code: ErrorCodes.NOT_FOUND,
         cause: error,
       })
     }
@@ -901,14 +911,14 @@ export class AmqpTransport implements Transport, AsyncDisposable {
     if (this.#phase !== 'connected') {
       throw new AceMqError(
         `the transport to ${this.description} is not connected yet (call connect() first): cannot ${what}`,
-        { code: 'ACEMQ_NOT_CONNECTED' },
+        { code: ErrorCodes.NOT_CONNECTED },
       )
     }
     const model = this.#consumeConnection.model
     if (!this.#consumeConnection.isOpen || model === undefined) {
       throw new AceMqError(
         `the connection to ${this.description} is down and recovering: cannot ${what}`,
-        { code: 'ACEMQ_CONNECTION_DOWN' },
+        { code: ErrorCodes.CONNECTION_DOWN },
       )
     }
     return model
@@ -919,7 +929,7 @@ export class AmqpTransport implements Transport, AsyncDisposable {
       return new ClosedError(`the transport to ${this.description} was closed: ${what}`)
     }
     return new AceMqError(`${what} on ${this.description}: ${describeError(error)}`, {
-      code: 'ACEMQ_CONNECTION_DOWN',
+      code: ErrorCodes.CONNECTION_DOWN,
       cause: error,
     })
   }

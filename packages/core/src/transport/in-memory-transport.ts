@@ -7,6 +7,7 @@ import {
   UnroutableError,
   abortError,
 } from '../errors.js'
+import { ErrorCodes } from '../error-codes.js'
 import { headerInteger, headerString } from '../envelope/envelope.js'
 import type {
   Declaration,
@@ -244,6 +245,15 @@ export class InMemoryTransport implements Transport {
 
   async declare(declarations: readonly Declaration[]): Promise<void> {
     this.#assertConsumeSide('declare anything')
+    // Refused before anything is declared, in the words AmqpTransport uses: RabbitMQ would
+    // name an unnamed queue itself, and the engine could never find it again.
+    declarations.forEach((declaration, index) => {
+      if (declaration.kind === 'queue' && declaration.name === '') {
+        throw new ConfigurationError(
+          `declarations[${index}].name must not be empty: AceMQ declares named queues`,
+        )
+      }
+    })
     for (const declaration of declarations) {
       switch (declaration.kind) {
         case 'exchange':
@@ -289,6 +299,7 @@ export class InMemoryTransport implements Transport {
     if (targets === undefined) {
       throw new PublishFailedError(
         `the in-memory broker has no exchange '${message.exchange}' (NOT_FOUND): the message was not sent`,
+        { code: ErrorCodes.EXCHANGE_NOT_FOUND },
       )
     }
     if (targets.length === 0) {
@@ -317,7 +328,7 @@ export class InMemoryTransport implements Transport {
     if (memoryQueue === undefined) {
       throw new AceMqError(
         `cannot consume from queue '${queue}': NOT_FOUND - no queue '${queue}' in the in-memory broker`,
-        { code: 'ACEMQ_CONSUME_FAILED' },
+        { code: ErrorCodes.NOT_FOUND },
       )
     }
     const subscription: MemorySubscription = {
@@ -401,7 +412,7 @@ export class InMemoryTransport implements Transport {
     if (queue === undefined) {
       throw new AceMqError(
         `cannot ${what} queue '${name}': NOT_FOUND - no queue '${name}' in the in-memory broker`,
-        { code: 'ACEMQ_NOT_FOUND' },
+        { code: ErrorCodes.NOT_FOUND },
       )
     }
     return queue
@@ -471,7 +482,7 @@ export class InMemoryTransport implements Transport {
     if (this.#closed) throw new ClosedError('the in-memory transport is closed')
     if (!this.#connected) {
       throw new AceMqError('the in-memory transport is not connected', {
-        code: 'ACEMQ_NOT_CONNECTED',
+        code: ErrorCodes.NOT_CONNECTED,
       })
     }
     const publishSide = which !== 'consume'
@@ -619,12 +630,12 @@ export class InMemoryTransport implements Transport {
     if (this.#closed) throw new ClosedError(`the in-memory transport is closed: cannot ${what}`)
     if (!this.#connected) {
       throw new AceMqError(`the in-memory transport is not connected: cannot ${what}`, {
-        code: 'ACEMQ_NOT_CONNECTED',
+        code: ErrorCodes.NOT_CONNECTED,
       })
     }
     if (this.#consumeOutages > 0) {
       throw new AceMqError(`the in-memory transport is disconnected: cannot ${what}`, {
-        code: 'ACEMQ_CONNECTION_DOWN',
+        code: ErrorCodes.CONNECTION_DOWN,
       })
     }
   }
@@ -1038,7 +1049,7 @@ export class InMemoryTransport implements Transport {
       subscription,
       new AceMqError(
         `the in-memory broker closed the channel of the consumer on queue '${subscription.queue.name}': ${reason}`,
-        { code: 'ACEMQ_CHANNEL_CLOSED' },
+        { code: ErrorCodes.CHANNEL_CLOSED },
       ),
     )
     const epoch = subscription.epoch
@@ -1184,7 +1195,7 @@ function refused(declaration: Declaration, reply: string): AceMqError {
       ? `the binding of queue '${declaration.queue}' to exchange '${declaration.exchange}' with routing key '${declaration.routingKey}'`
       : `${declaration.kind} '${declaration.name}'`
   return new AceMqError(`the in-memory broker refused to declare ${what}: ${reply}`, {
-    code: 'ACEMQ_DECLARATION_FAILED',
+    code: ErrorCodes.DECLARATION_FAILED,
   })
 }
 

@@ -1,6 +1,9 @@
 /** How long an unconfirmed idempotency claim lives before another consumer may take it over (5 min, the same in every AceMQ library). */
 export const DEFAULT_CLAIM_TIMEOUT = 300_000
 
+/** How long an idempotency store remembers a confirmed id, so that a redelivery of it is a duplicate (1 day). */
+export const DEFAULT_IDEMPOTENCY_RETENTION = 86_400_000
+
 /** How long `close()` and `await using` drain running handlers before closing (20 s, inside Kubernetes' 30 s grace period). */
 export const DEFAULT_DRAIN_TIMEOUT = 20_000
 

@@ -34,9 +34,19 @@ export { claimWith, isClaimingStore } from './idempotency/idempotency-store.js'
 export {
   assertIdempotencyKey,
   assertOwnerToken,
+  functionOption,
+  integerAtLeast,
   parseTableName,
   positiveMillis,
 } from './idempotency/store-validation.js'
+// SQL idempotency stores: the defaults they share, and when they purge.
+export {
+  DEFAULT_IDEMPOTENCY_TABLE,
+  DEFAULT_PURGE_BATCH_SIZE,
+  DEFAULT_PURGE_EVERY,
+  PurgeCadence,
+  reportPurgeFailure,
+} from './idempotency/purge-cadence.js'
 
 // Outbox stores: the checks of their arguments and the mapping between a row and a record.
 export {
@@ -50,6 +60,7 @@ export {
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from './outbox/outbox-store.js'
+export { outboxTableStatements, type SqlDialect } from './outbox/outbox-table-sql.js'
 
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'

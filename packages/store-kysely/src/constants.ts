@@ -1,8 +1,6 @@
-/** The table the Kysely idempotency store uses unless told otherwise. */
-export const DEFAULT_IDEMPOTENCY_TABLE = 'acemq_idempotency'
-
-/** Expired rows are purged on every this-many-th claim (100). */
-export const DEFAULT_PURGE_EVERY = 100
-
-/** One purge deletes at most this many expired rows (1000), so it never holds locks long. */
-export const DEFAULT_PURGE_BATCH_SIZE = 1_000
+// The defaults every SQL idempotency store shares live in @acemq/core/spi; this store names them too.
+export {
+  DEFAULT_IDEMPOTENCY_TABLE,
+  DEFAULT_PURGE_BATCH_SIZE,
+  DEFAULT_PURGE_EVERY,
+} from '@acemq/core/spi'

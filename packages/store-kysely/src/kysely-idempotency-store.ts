@@ -15,18 +15,14 @@ import {
   type HealthContributor,
   type HealthReport,
 } from '@acemq/core'
-import {
-  DEFAULT_IDEMPOTENCY_TABLE,
-  DEFAULT_PURGE_BATCH_SIZE,
-  DEFAULT_PURGE_EVERY,
-} from './constants.js'
+import { PurgeCadence, reportPurgeFailure } from '@acemq/core/spi'
+import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import {
   assertId,
   assertOwnerToken,
   fn,
-  integerAtLeast,
   parseTableName,
   positiveMillis,
 } from './internal/validate.js'
@@ -105,14 +101,12 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   readonly claimTimeout: number
 
   readonly #sql: Statements
-  readonly #purgeEvery: number
-  readonly #purgeBatchSize: number
+  readonly #cadence: PurgeCadence
   /** The `now` option; undefined when the database's clock decides. */
   readonly #now: (() => number) | undefined
   readonly #onError: (error: unknown) => void
   /** The owner of the claims this instance takes without an owner token. */
   readonly #token = randomUUID()
-  #claims = 0
   #purging: Promise<void> | undefined
   #closed = false
 
@@ -140,12 +134,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       options.claimTimeout ?? DEFAULT_CLAIM_TIMEOUT,
       'claimTimeout',
     )
-    this.#purgeEvery = integerAtLeast(options.purgeEvery ?? DEFAULT_PURGE_EVERY, 0, 'purgeEvery')
-    this.#purgeBatchSize = integerAtLeast(
-      options.purgeBatchSize ?? DEFAULT_PURGE_BATCH_SIZE,
-      1,
-      'purgeBatchSize',
-    )
+    this.#cadence = new PurgeCadence(options)
     this.#onError = fn(options.onError ?? warn, 'onError')
     this.dialect = options.dialect === undefined ? detectDialect(db) : checkDialect(options.dialect)
     this.#now =
@@ -159,7 +148,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     // rename the columns it reads back), and is compiled once: building each statement anew
     // cost ~24 µs of CPU per message (BENCHMARKS.md).
     this.#sql = statements(queryExecutor(db).withoutPlugins(), this.table, this.dialect, {
-      purgeBatchSize: this.#purgeBatchSize,
+      purgeBatchSize: this.#cadence.batchSize,
       retention: this.retention,
       claimTimeout: this.claimTimeout,
       databaseClock: this.#now === undefined,
@@ -414,8 +403,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   }
 
   #maybePurge(): void {
-    if (this.#purgeEvery === 0 || ++this.#claims % this.#purgeEvery !== 0) return
-    if (this.#purging !== undefined) return
+    if (!this.#cadence.claimed() || this.#purging !== undefined) return
     // In the background: a purge must neither slow nor fail the claim that triggered it.
     this.#purging = this.#purge().then(
       () => {
@@ -423,11 +411,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       },
       (error: unknown) => {
         this.#purging = undefined
-        try {
-          this.#onError(error)
-        } catch {
-          // The reporter failing must not become an unhandled rejection.
-        }
+        // The reporter failing must not become an unhandled rejection.
+        reportPurgeFailure(this.#onError, error)
       },
     )
   }

@@ -1,6 +1,6 @@
 import { DEFAULT_OUTBOX_TABLE } from '@acemq/core'
+import { outboxTableStatements } from '@acemq/core/spi'
 import { checkDialect, type IdempotencyDialect } from './idempotency-dialect.js'
-import { parseTableName } from './internal/validate.js'
 
 /**
  * Options of {@link createOutboxTableSql}.
@@ -17,15 +17,9 @@ export interface OutboxTableSqlOptions {
   readonly dialect?: IdempotencyDialect
 }
 
-const PENDING_SUFFIX = '_pending_idx'
-const PUBLISHED_SUFFIX = '_published_idx'
-
-function indexName(name: string, suffix: string): string {
-  return `${name.slice(0, 63 - suffix.length)}${suffix}`
-}
-
 /**
  * The DDL of the outbox table, for your migrations: the library never runs DDL on its own.
+ * It is the DDL every SQL outbox store writes (`outboxTableStatements` of `@acemq/core/spi`).
  * Columns: `id` (primary key, the published message's id), `exchange`, `routing_key`,
  * `content_type`, `body` (bytes), `headers` and `envelope` (JSON text), `created_at`
  * (epoch ms), `attempts`, `last_error`, `lease_owner`, `leased_until`, `published_at`,
@@ -40,88 +34,4 @@ function indexName(name: string, suffix: string): string {
 export function createOutboxTableSql(options: OutboxTableSqlOptions = {}): string {
   const dialect = checkDialect(options.dialect ?? 'postgres')
   return `${outboxTableStatements(options.table ?? DEFAULT_OUTBOX_TABLE, dialect).join(';\n\n')};\n`
-}
-
-/** The statements of {@link createOutboxTableSql}, one by one. */
-export function outboxTableStatements(table: string, dialect: IdempotencyDialect): string[] {
-  const [schema, name] = parseTableName(table)
-  const pending = indexName(name, PENDING_SUFFIX)
-  const published = indexName(name, PUBLISHED_SUFFIX)
-  switch (dialect) {
-    case 'postgres': {
-      const qualified = schema === undefined ? `"${name}"` : `"${schema}"."${name}"`
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${qualified} (`,
-          `  id text PRIMARY KEY,`,
-          `  exchange text NOT NULL,`,
-          `  routing_key text NOT NULL,`,
-          `  content_type text NOT NULL,`,
-          `  body bytea NOT NULL,`,
-          `  headers text NOT NULL,`,
-          `  envelope text NOT NULL,`,
-          `  created_at bigint NOT NULL,`,
-          `  attempts integer NOT NULL DEFAULT 0,`,
-          `  last_error text,`,
-          `  lease_owner text,`,
-          `  leased_until bigint,`,
-          `  published_at bigint,`,
-          `  retired_at bigint`,
-          `)`,
-        ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS "${pending}" ON ${qualified} (created_at) WHERE published_at IS NULL`,
-        `CREATE INDEX IF NOT EXISTS "${published}" ON ${qualified} (published_at) WHERE published_at IS NOT NULL`,
-      ]
-    }
-    case 'sqlite': {
-      const prefix = schema === undefined ? '' : `"${schema}".`
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${prefix}"${name}" (`,
-          `  id TEXT NOT NULL PRIMARY KEY,`,
-          `  exchange TEXT NOT NULL,`,
-          `  routing_key TEXT NOT NULL,`,
-          `  content_type TEXT NOT NULL,`,
-          `  body BLOB NOT NULL,`,
-          `  headers TEXT NOT NULL,`,
-          `  envelope TEXT NOT NULL,`,
-          `  created_at INTEGER NOT NULL,`,
-          `  attempts INTEGER NOT NULL DEFAULT 0,`,
-          `  last_error TEXT,`,
-          `  lease_owner TEXT,`,
-          `  leased_until INTEGER,`,
-          `  published_at INTEGER,`,
-          `  retired_at INTEGER`,
-          `)`,
-        ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS ${prefix}"${pending}" ON "${name}" (created_at) WHERE published_at IS NULL`,
-        `CREATE INDEX IF NOT EXISTS ${prefix}"${published}" ON "${name}" (published_at) WHERE published_at IS NOT NULL`,
-      ]
-    }
-    case 'mysql': {
-      const qualified = schema === undefined ? `\`${name}\`` : `\`${schema}\`.\`${name}\``
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${qualified} (`,
-          // Bytes, as the idempotency table's id: compared byte for byte, never padded.
-          `  id VARBINARY(255) NOT NULL PRIMARY KEY,`,
-          `  exchange VARCHAR(255) NOT NULL,`,
-          `  routing_key VARCHAR(255) NOT NULL,`,
-          `  content_type VARCHAR(255) NOT NULL,`,
-          `  body LONGBLOB NOT NULL,`,
-          `  headers MEDIUMTEXT NOT NULL,`,
-          `  envelope TEXT NOT NULL,`,
-          `  created_at BIGINT NOT NULL,`,
-          `  attempts INT NOT NULL DEFAULT 0,`,
-          `  last_error TEXT NULL,`,
-          `  lease_owner VARCHAR(64) NULL,`,
-          `  leased_until BIGINT NULL,`,
-          `  published_at BIGINT NULL,`,
-          `  retired_at BIGINT NULL,`,
-          `  INDEX \`${pending}\` (published_at, created_at)`,
-          `) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
-        ].join('\n'),
-      ]
-    }
-  }
 }

@@ -16,20 +16,10 @@ import {
   type HealthContributor,
   type HealthReport,
 } from '@acemq/core'
-import {
-  DEFAULT_BUSY_TIMEOUT,
-  DEFAULT_IDEMPOTENCY_TABLE,
-  DEFAULT_PURGE_BATCH_SIZE,
-  DEFAULT_PURGE_EVERY,
-} from './constants.js'
+import { PurgeCadence, reportPurgeFailure } from '@acemq/core/spi'
+import { DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { sqliteTable, type SqliteTable } from './internal/table-sql.js'
-import {
-  assertId,
-  assertOwnerToken,
-  fn,
-  integerAtLeast,
-  positiveMillis,
-} from './internal/validate.js'
+import { assertId, assertOwnerToken, fn, positiveMillis } from './internal/validate.js'
 
 /**
  * Options of {@link SqliteIdempotencyStore}.
@@ -103,14 +93,12 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   readonly #db: Sqlite.Database
   readonly #ownsDb: boolean
   readonly #table: SqliteTable
-  readonly #purgeEvery: number
-  readonly #purgeBatchSize: number
+  readonly #cadence: PurgeCadence
   readonly #now: () => number
   readonly #onError: (error: unknown) => void
   /** The owner of the claims this instance takes without an owner token. */
   readonly #token = randomUUID()
   #statements: Statements | undefined
-  #claims = 0
   #closed = false
 
   /**
@@ -138,12 +126,7 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     )
     const busyTimeout =
       options.busyTimeout === undefined ? undefined : toMillis(options.busyTimeout, 'busyTimeout')
-    this.#purgeEvery = integerAtLeast(options.purgeEvery ?? DEFAULT_PURGE_EVERY, 0, 'purgeEvery')
-    this.#purgeBatchSize = integerAtLeast(
-      options.purgeBatchSize ?? DEFAULT_PURGE_BATCH_SIZE,
-      1,
-      'purgeBatchSize',
-    )
+    this.#cadence = new PurgeCadence(options)
     this.#now = fn(options.now ?? Date.now, 'now')
     this.#onError = fn(options.onError ?? warn, 'onError')
 
@@ -360,22 +343,18 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     const { changes } = this.#prepared().purge.run({
       before: now - this.retention,
       staleBefore: now - Math.max(this.retention, this.claimTimeout),
-      limit: this.#purgeBatchSize,
+      limit: this.#cadence.batchSize,
     })
     return changes
   }
 
   #maybePurge(): void {
-    if (this.#purgeEvery === 0 || ++this.#claims % this.#purgeEvery !== 0) return
+    if (!this.#cadence.claimed()) return
     try {
       this.#purge()
     } catch (error) {
       // A failed purge must not fail the claim that happened to trigger it.
-      try {
-        this.#onError(error)
-      } catch {
-        // The reporter failing is not the caller's problem either.
-      }
+      reportPurgeFailure(this.#onError, error)
     }
   }
 

@@ -1,4 +1,4 @@
-import { DEFAULT_CLAIM_TIMEOUT } from '../constants.js'
+import { DEFAULT_CLAIM_TIMEOUT, DEFAULT_IDEMPOTENCY_RETENTION } from '../constants.js'
 import type { Duration } from '../duration.js'
 import {
   assertIdempotencyKey as assertId,
@@ -8,8 +8,8 @@ import {
 import { ConfigurationError } from '../errors.js'
 import type { ClaimResult, ClaimingIdempotencyStore } from './idempotency-store.js'
 
-/** How long the in-memory store remembers a confirmed id (1 day). */
-export const DEFAULT_IDEMPOTENCY_RETENTION = 86_400_000
+// Every store's default retention, beside the other defaults; still importable from here.
+export { DEFAULT_IDEMPOTENCY_RETENTION } from '../constants.js'
 
 /** How many ids the in-memory store remembers before it forgets the oldest (100 000). */
 export const DEFAULT_IDEMPOTENCY_MAX_ENTRIES = 100_000

@@ -99,6 +99,38 @@ export function positiveMillis(value: Duration, name: string): number {
   return ms
 }
 
+/**
+ * An integer option with a lower bound. For store authors.
+ *
+ * @example
+ * ```ts
+ * integerAtLeast(options.purgeBatchSize ?? DEFAULT_PURGE_BATCH_SIZE, 1, 'purgeBatchSize')
+ * ```
+ */
+export function integerAtLeast(value: number, min: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new ConfigurationError(
+      `${name} must be an integer of at least ${min}; got ${String(value)}`,
+    )
+  }
+  return value
+}
+
+/**
+ * A function option (a clock, an error reporter). For store authors.
+ *
+ * @example
+ * ```ts
+ * const now = functionOption(options.now ?? Date.now, 'now')
+ * ```
+ */
+export function functionOption<T>(value: T, name: string): T {
+  if (typeof value !== 'function') {
+    throw new ConfigurationError(`${name} must be a function; got ${String(value)}`)
+  }
+  return value
+}
+
 function describeValue(value: unknown): string {
   if (value === null || value === undefined) return String(value)
   if (typeof value === 'object') return `a ${value.constructor?.name ?? 'object'}`

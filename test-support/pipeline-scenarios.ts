@@ -15,7 +15,7 @@ import {
   type Envelope,
   type Transport,
 } from '@acemq/core'
-import { eventually as until, type ScenarioTarget } from './engine-scenarios.js'
+import { eventually as until, type ScenarioTarget } from '@acemq/testing'
 
 interface Order {
   readonly id: string

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, it } from 'vitest'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { LOCK_WAIT_TIMEOUT, withoutBrokerFaults } from '../../test-support/broker-lock.js'
 import { expectLinesInOrder } from '../../test-support/expect-lines.js'
 import { expectRepeatable } from '../../test-support/repeatable.js'

@@ -9,14 +9,14 @@ import { KyselyIdempotencyStore, createTableSql } from '@acemq/store-kysely'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { eventually } from '../../../test-support/engine-scenarios.js'
 import {
   AMQP_URL,
   DATABASE_URL,
+  eventually,
   requirePostgres,
   requireRabbit,
   uniqueName,
-} from '../../../test-support/services.js'
+} from '@acemq/testing'
 import { TcpFaultProxy } from '../../../test-support/tcp-fault-proxy.js'
 import { AmqpTransport } from '../src/index.js'
 

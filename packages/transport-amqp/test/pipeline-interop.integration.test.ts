@@ -3,8 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { AceMq } from '@acemq/core'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
-import { eventually } from '../../../test-support/engine-scenarios.js'
-import { AMQP_URL, requireRabbit, uniqueName } from '../../../test-support/services.js'
+import { AMQP_URL, eventually, requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'
 import { RecordingProxy, fieldTag } from './support/broker.js'
 

@@ -1,7 +1,7 @@
 import { describe } from 'vitest'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import { pipelineScenarios } from '../../../test-support/pipeline-scenarios.js'
-import { AMQP_URL, requireRabbit } from '../../../test-support/services.js'
+import { AMQP_URL, requireRabbit } from '@acemq/testing'
 
 const hasRabbit = await requireRabbit()
 

@@ -10,7 +10,12 @@ import {
   type HealthContributor,
   type HealthReport,
 } from '@acemq/core'
-import { assertIdempotencyKey, assertOwnerToken, positiveMillis } from '@acemq/core/spi'
+import {
+  assertIdempotencyKey,
+  assertOwnerToken,
+  functionOption,
+  positiveMillis,
+} from '@acemq/core/spi'
 import type { Cluster, Redis } from 'ioredis'
 import { CONFIRM, RELEASE, TRY_CLAIM } from './scripts.js'
 
@@ -110,10 +115,6 @@ export class RedisIdempotencyStore implements ClaimingIdempotencyStore {
         `keyPrefix must be a non-empty string; got ${JSON.stringify(keyPrefix) ?? String(keyPrefix)}`,
       )
     }
-    const now = options.now ?? Date.now
-    if (typeof now !== 'function') {
-      throw new ConfigurationError(`now must be a function; got ${typeof now}`)
-    }
     this.#client = client
     this.keyPrefix = keyPrefix
     this.retention = positiveMillis(options.retention ?? DEFAULT_IDEMPOTENCY_RETENTION, 'retention')
@@ -121,7 +122,7 @@ export class RedisIdempotencyStore implements ClaimingIdempotencyStore {
       options.claimTimeout ?? DEFAULT_CLAIM_TIMEOUT,
       'claimTimeout',
     )
-    this.#now = now
+    this.#now = functionOption(options.now ?? Date.now, 'now')
   }
 
   /**

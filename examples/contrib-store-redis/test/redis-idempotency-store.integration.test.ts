@@ -79,7 +79,7 @@ describe.runIf(available)('RedisIdempotencyStore', () => {
     expect(make({ keyPrefix: 42 })).toThrow(/keyPrefix must be a non-empty string; got 42/)
     expect(make({ retention: 0 })).toThrow(/retention must be longer than 0 ms; got 0/)
     expect(make({ claimTimeout: 'soon' })).toThrow(/claimTimeout/)
-    expect(make({ now: 5 })).toThrow(/now must be a function; got number/)
+    expect(make({ now: 5 })).toThrow(/now must be a function; got 5/)
     expect(make(null)).toThrow(/options must be an object; got null/)
     expect(() => new RedisIdempotencyStore({} as Redis)).toThrow(
       /client must be an ioredis Redis or Cluster; got object/,

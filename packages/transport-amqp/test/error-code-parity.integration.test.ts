@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe } from 'vitest'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
-import { errorCodeParity } from '../../../test-support/error-code-parity.js'
-import { requireRabbit } from '../../../test-support/services.js'
+import { errorCodeParity, requireRabbit } from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'
 
 const hasRabbit = await requireRabbit()

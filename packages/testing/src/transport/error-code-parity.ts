@@ -7,7 +7,7 @@ import {
   type OutgoingMessage,
   type Transport,
 } from '@acemq/core'
-import { uniqueName } from './services.js'
+import { uniqueName } from '../services/services.js'
 
 /** What the suite needs from each transport: a new one, not yet connected. */
 export interface ErrorCodeTarget {

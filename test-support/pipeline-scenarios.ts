@@ -276,6 +276,28 @@ export function pipelineScenarios(target: ScenarioTarget): void {
     expect(await probe.count(`${name}.charge`)).toBe(0)
   })
 
+  it('holds a hop whose step queue was deleted, declares the queue again and delivers the hop, without running the step again', async () => {
+    let reserves = 0
+    const checkout = await mq
+      .pipeline<Order>(name)
+      .step('reserve', async (order) => {
+        reserves++
+        return order
+      })
+      .step('charge', async (order) => order)
+      .build({ consume: ['reserve'] })
+    await probe.deleteQueue(`${name}.charge`)
+    await checkout.send({ id: 'o-9', total: 2 }, { id: 'run-9' })
+    await until(
+      async () => (await probe.count(`${name}.charge`)) === 1,
+      10_000,
+      'the hop delivered',
+    )
+    expect(reserves).toBe(1)
+    expect(await probe.count(`${name}.reserve`)).toBe(0)
+    expect(await probe.count(`${name}.reserve.parked`)).toBe(0)
+  })
+
   it('runs each idempotent step once per run id, claiming {step}:{id}', async () => {
     const store = InMemoryIdempotencyStore.forOneDay()
     const runs = { reserve: 0, charge: 0, ship: 0 }

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, expect, it } from 'vitest'
-import { AceMq, ConfigurationError, InMemoryTransport } from '@acemq/core'
+import { AceMq, ConfigurationError, InMemoryTransport, RetryPolicy } from '@acemq/core'
 
 let transport: InMemoryTransport
 let mq: AceMq
@@ -100,6 +100,24 @@ it('declares every step queue quorum, dead-lettering to its .dlq, with its .park
     })
     expect(transport.hasQueue(`${queue}.dlq`)).toBe(true)
     expect(transport.hasQueue(`${queue}.parked`)).toBe(true)
+  }
+})
+
+it("declares the rungs of the pipeline's retry policy for every step", async () => {
+  await mq
+    .pipeline('checkout')
+    .step('reserve', pass)
+    .step('ship', pass)
+    .withRetry(RetryPolicy.fixed(3, '30s'))
+    .build({ consume: [] })
+  for (const queue of ['checkout.reserve', 'checkout.ship']) {
+    expect(transport.queueInfo(`${queue}.retry.30s`)).toMatchObject({
+      arguments: {
+        'x-message-ttl': 30_000,
+        'x-dead-letter-exchange': 'acemq.retry',
+        'x-dead-letter-routing-key': queue,
+      },
+    })
   }
 })
 

@@ -386,7 +386,11 @@ export class Pipeline<T> implements AsyncDisposable {
     await this.close()
   }
 
-  /** Starts the consumers of the steps in `consumed`. */
+  /**
+   * Starts the consumers of the steps in `consumed`; called once by {@link PipelineBuilder.build}.
+   *
+   * @internal
+   */
   async start(consumed: ReadonlySet<string>): Promise<void> {
     const started = await Promise.allSettled(
       this.#definitions.flatMap((step, index) =>

@@ -25,6 +25,21 @@ export default tseslint.config(
     },
   },
   {
+    // The closed set of error codes (docs/errors.md): a package's source names a code through
+    // ErrorCodes, so a typo or a code outside the set cannot be written.
+    files: ['packages/*/src/**/*.ts'],
+    ignores: ['packages/core/src/error-codes.ts', 'packages/testing/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'Literal[value=/^ACEMQ_[A-Z_]+$/]',
+          message: 'Name an error code through ErrorCodes (@acemq/core), not as a string.',
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },

@@ -47,6 +47,7 @@ export {
   PurgeCadence,
   reportPurgeFailure,
 } from './idempotency/purge-cadence.js'
+export { idempotencyTableStatements } from './idempotency/idempotency-table-sql.js'
 
 // Outbox stores: the checks of their arguments and the mapping between a row and a record.
 export {

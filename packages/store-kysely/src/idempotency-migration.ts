@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
+import { idempotencyTableStatements } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
-import { createTableStatements } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import { parseTableName } from './internal/validate.js'
 import { executorProvider } from './internal/executor.js'
@@ -40,7 +40,7 @@ export function idempotencyMigration(
   const dialect = options.dialect === undefined ? undefined : checkDialect(options.dialect)
   return {
     async up(db) {
-      for (const statement of createTableStatements(table, dialect ?? detectDialect(db))) {
+      for (const statement of idempotencyTableStatements(table, dialect ?? detectDialect(db))) {
         await sql.raw(statement).execute(executorProvider(db))
       }
     },

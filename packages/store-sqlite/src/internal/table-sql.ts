@@ -1,6 +1,4 @@
-import { parseTableName } from './validate.js'
-
-const INDEX_SUFFIX = '_claimed_at_idx'
+import { idempotencyTableStatements, parseTableName } from '@acemq/core/spi'
 
 /** A validated table name, quoted for SQLite, and the statements that create it. */
 export interface SqliteTable {
@@ -9,21 +7,10 @@ export interface SqliteTable {
   readonly ddl: string
 }
 
-/** Builds the quoted name and the DDL of an idempotency table on SQLite. */
+/** Builds the quoted name and the DDL of an idempotency table on SQLite (core's, for SQLite). */
 export function sqliteTable(table: string): SqliteTable {
   const [schema, name] = parseTableName(table)
   const prefix = schema === undefined ? '' : `"${schema}".`
-  const index = `${name.slice(0, 63 - INDEX_SUFFIX.length)}${INDEX_SUFFIX}`
-  const ddl = [
-    `CREATE TABLE IF NOT EXISTS ${prefix}"${name}" (`,
-    `  id TEXT NOT NULL PRIMARY KEY,`,
-    `  owner TEXT NOT NULL,`,
-    `  claimed_at INTEGER NOT NULL,`,
-    `  confirmed INTEGER NOT NULL DEFAULT 0 CHECK (confirmed IN (0, 1)),`,
-    `  confirmed_at INTEGER`,
-    `);`,
-    `CREATE INDEX IF NOT EXISTS ${prefix}"${index}" ON "${name}" (claimed_at);`,
-    '',
-  ].join('\n')
+  const ddl = `${idempotencyTableStatements(table, 'sqlite').join(';\n')};\n`
   return { quoted: `${prefix}"${name}"`, ddl }
 }

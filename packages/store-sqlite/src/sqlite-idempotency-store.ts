@@ -17,7 +17,8 @@ import {
   type HealthReport,
 } from '@acemq/core'
 import { PurgeCadence, reportPurgeFailure } from '@acemq/core/spi'
-import { DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
+import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
+import { openDatabase } from './internal/database.js'
 import { sqliteTable, type SqliteTable } from './internal/table-sql.js'
 import { assertId, assertOwnerToken, fn, positiveMillis } from './internal/validate.js'
 
@@ -130,25 +131,9 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     this.#now = fn(options.now ?? Date.now, 'now')
     this.#onError = fn(options.onError ?? warn, 'onError')
 
-    if (typeof databaseOrPath === 'string' && databaseOrPath !== '') {
-      this.#db = new Sqlite(databaseOrPath, { timeout: busyTimeout ?? DEFAULT_BUSY_TIMEOUT })
-      this.#ownsDb = true
-      try {
-        // WAL lets readers in other processes work while one of them writes.
-        this.#db.pragma('journal_mode = WAL')
-      } catch (error) {
-        this.#db.close()
-        throw error
-      }
-    } else if (isDatabase(databaseOrPath)) {
-      this.#db = databaseOrPath
-      this.#ownsDb = false
-      if (busyTimeout !== undefined) this.#db.pragma(`busy_timeout = ${busyTimeout}`)
-    } else {
-      throw new ConfigurationError(
-        `databaseOrPath must be a better-sqlite3 Database or a file path; got ${JSON.stringify(databaseOrPath) ?? String(databaseOrPath)}`,
-      )
-    }
+    const { db, owned } = openDatabase(databaseOrPath, busyTimeout)
+    this.#db = db
+    this.#ownsDb = owned
   }
 
   /**
@@ -461,15 +446,6 @@ function requireChanged(changes: number, what: string): void {
       { code: ErrorCodes.STORE_INCONSISTENT },
     )
   }
-}
-
-function isDatabase(value: unknown): value is Sqlite.Database {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as Partial<Sqlite.Database>).prepare === 'function' &&
-    typeof (value as Partial<Sqlite.Database>).transaction === 'function'
-  )
 }
 
 function warn(error: unknown): void {

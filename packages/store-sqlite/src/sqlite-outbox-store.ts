@@ -23,7 +23,7 @@ import {
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from '@acemq/core/spi'
-import { DEFAULT_BUSY_TIMEOUT } from './constants.js'
+import { isDatabase, openDatabase } from './internal/database.js'
 import { sqliteOutboxTable, type SqliteOutboxTable } from './internal/outbox-table-sql.js'
 import { fn, integerAtLeast } from './internal/validate.js'
 
@@ -112,24 +112,9 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     this.#now = fn(options.now ?? Date.now, 'now')
     const busyTimeout =
       options.busyTimeout === undefined ? undefined : toMillis(options.busyTimeout, 'busyTimeout')
-    if (typeof databaseOrPath === 'string' && databaseOrPath !== '') {
-      this.#db = new Sqlite(databaseOrPath, { timeout: busyTimeout ?? DEFAULT_BUSY_TIMEOUT })
-      this.#ownsDb = true
-      try {
-        this.#db.pragma('journal_mode = WAL')
-      } catch (error) {
-        this.#db.close()
-        throw error
-      }
-    } else if (isDatabase(databaseOrPath)) {
-      this.#db = databaseOrPath
-      this.#ownsDb = false
-      if (busyTimeout !== undefined) this.#db.pragma(`busy_timeout = ${busyTimeout}`)
-    } else {
-      throw new ConfigurationError(
-        `databaseOrPath must be a better-sqlite3 Database or a file path; got ${JSON.stringify(databaseOrPath) ?? String(databaseOrPath)}`,
-      )
-    }
+    const { db, owned } = openDatabase(databaseOrPath, busyTimeout)
+    this.#db = db
+    this.#ownsDb = owned
   }
 
   /**
@@ -307,13 +292,4 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     } as Statements
     return this.#statements
   }
-}
-
-function isDatabase(value: unknown): value is Sqlite.Database {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as Partial<Sqlite.Database>).prepare === 'function' &&
-    typeof (value as Partial<Sqlite.Database>).transaction === 'function'
-  )
 }

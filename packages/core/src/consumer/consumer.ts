@@ -167,8 +167,12 @@ export class ConsumerEngine<T> implements Consumer {
   readonly #closeWaits = new AbortController()
   /** The handlers' signal: aborted once the drain time is over. */
   readonly #handlerAbort = new AbortController()
+  /** What every handler of this consumer is given besides its message. */
+  readonly #context: HandlerContext
   #lane: Lane | undefined
   #cancelled = false
+  /** {@link pump}'s loop is running (a handler inside it pumps again). */
+  #pumping = false
   #closing: Promise<void> | undefined
   #holdTimer: ReturnType<typeof setTimeout> | undefined
   /** Let go of its subscription during a long pause; subscribes again on resume. */
@@ -198,6 +202,7 @@ export class ConsumerEngine<T> implements Consumer {
     this.#handler = handler
     this.#inPlace = inPlace
     this.#step = step
+    this.#context = Object.freeze({ signal: this.#handlerAbort.signal, queue })
   }
 
   get inFlight(): number {
@@ -257,12 +262,31 @@ export class ConsumerEngine<T> implements Consumer {
     if (this.#holds.size > 0) return
     this.#clearHoldTimer()
     if (this.#detached && !this.#resubscribing) void this.#resubscribe()
-    while (this.#running.size < this.#options.concurrency && this.#buffer.length > 0) {
-      const next = this.#buffer.shift() as { readonly delivery: Delivery; readonly lane: Lane }
-      // Its channel is gone: the broker has put it back and will deliver it again.
-      if (next.delivery.settleable === false) continue
-      this.#start(next.delivery, next.lane)
+    // A delivery handled without a promise finishes inside #start and pumps again: the loop
+    // already running takes the next one, so the stack does not grow with the buffer.
+    if (this.#pumping) return
+    this.#pumping = true
+    try {
+      while (this.#mayStartNext()) {
+        const next = this.#buffer.shift() as { readonly delivery: Delivery; readonly lane: Lane }
+        // Its channel is gone: the broker has put it back and will deliver it again.
+        if (next.delivery.settleable === false) continue
+        this.#start(next.delivery, next.lane)
+      }
+    } finally {
+      this.#pumping = false
     }
+  }
+
+  /** A handler run inside the loop may have paused, closed or held (an ordered consumer). */
+  #mayStartNext(): boolean {
+    return (
+      this.#running.size < this.#options.concurrency &&
+      this.#buffer.length > 0 &&
+      this.#holds.size === 0 &&
+      !this.#host.consumingPaused &&
+      !this.#cancelled
+    )
   }
 
   /**
@@ -556,8 +580,8 @@ export class ConsumerEngine<T> implements Consumer {
     // A delivery started from inside a handler's async context (a handler that resumed
     // consuming, or a transport that delivered from a publish) must not inherit that
     // handler's identity: "am I inside a handler?" is answered per task.
-    if (this.#host.currentTask.getStore() === undefined) void this.#process(task)
-    else this.#host.currentTask.exit(() => void this.#process(task))
+    if (this.#host.currentTask.getStore() === undefined) this.#process(task)
+    else this.#host.currentTask.exit(() => this.#process(task))
   }
 
   /** The task stops counting as running while it waits; other deliveries take its place. */
@@ -614,36 +638,113 @@ export class ConsumerEngine<T> implements Consumer {
     }
   }
 
-  /** Handles one delivery to the end, and always ends in {@link #finished}. */
-  async #process(task: DeliveryTask): Promise<void> {
+  /**
+   * Handles one delivery to the end, and always ends in {@link #finished}. Not async: a plain
+   * consumer's delivery whose handler returns without a promise is decoded, handled and acked
+   * in this call, with no promise made for it (see {@link #handlePlain}).
+   */
+  #process(task: DeliveryTask): void {
     const { delivery } = task
     let scope: ProcessScope | undefined
-    let settled: Settled | undefined
-    let defect: unknown
+    let handled: Settled | Promise<Settled>
     try {
-      try {
-        const { envelope, headers } = readEnvelope(delivery.headers, {
-          messageId: delivery.properties.messageId,
-          routingKey: delivery.routingKey,
-        })
-        scope = this.#host.instrumentation?.processStarted({
-          queue: this.queue,
-          messageId: envelope.id,
-          correlation: envelope.correlation,
-          attempt: envelope.attempt,
-          headers,
-        })
-        settled = await this.#handle(task, envelope, headers, scope)
-      } catch (error) {
-        // Only a defect in the engine itself gets here: hand the message back, never lose it.
-        defect = error
-        delivery.nack(true)
-      }
-      // Outside the inner try: the delivery is settled by now, and must not be settled twice.
-      if (settled === undefined) scope?.end('rejected', defect)
-      else scope?.end(settled === 'released' || settled === 'abandoned' ? 'rejected' : settled)
+      const { envelope, headers } = readEnvelope(delivery.headers, {
+        messageId: delivery.properties.messageId,
+        routingKey: delivery.routingKey,
+      })
+      scope = this.#host.instrumentation?.processStarted({
+        queue: this.queue,
+        messageId: envelope.id,
+        correlation: envelope.correlation,
+        attempt: envelope.attempt,
+        headers,
+      })
+      handled =
+        this.#handlePlain(task, envelope, headers, scope) ??
+        this.#handle(task, envelope, headers, scope)
+    } catch (error) {
+      this.#defect(task, scope, error)
+      return
+    }
+    if (!(handled instanceof Promise)) {
+      this.#processed(task, scope, handled)
+      return
+    }
+    handled.then(
+      (settled) => this.#processed(task, scope, settled),
+      (error: unknown) => this.#defect(task, scope, error),
+    )
+  }
+
+  #processed(task: DeliveryTask, scope: ProcessScope | undefined, settled: Settled): void {
+    try {
+      scope?.end(settled === 'released' || settled === 'abandoned' ? 'rejected' : settled)
     } finally {
       this.#finished(task)
+    }
+  }
+
+  /** Only a defect in the engine itself gets here: hand the message back, never lose it. */
+  #defect(task: DeliveryTask, scope: ProcessScope | undefined, error: unknown): void {
+    try {
+      task.delivery.nack(true)
+      scope?.end('rejected', error)
+    } finally {
+      this.#finished(task)
+    }
+  }
+
+  /**
+   * The common case without a promise around it: a consumer with no idempotency store (and not
+   * an ordered one) whose delivery decodes. Undefined otherwise: {@link #handle} takes it, and
+   * a body that does not decode is decoded there again and parked with the reason.
+   */
+  #handlePlain(
+    task: DeliveryTask,
+    envelope: Envelope,
+    headers: Headers,
+    scope: ProcessScope | undefined,
+  ): Settled | Promise<Settled> | undefined {
+    // A pipeline step forwards what it accepts: #handle does that.
+    if (
+      this.#options.store !== undefined ||
+      this.#inPlace !== undefined ||
+      this.#step !== undefined
+    )
+      return undefined
+    const { delivery } = task
+    const codec = this.#host.codecs.find(delivery.properties.contentType)
+    if (codec === undefined) return undefined
+    let payload: T
+    try {
+      payload = codec.decode(delivery.body) as T
+    } catch {
+      return undefined
+    }
+    const message = this.#message(delivery, payload, envelope, headers)
+    const result = this.#runHandler(task, message, this.#context, scope)
+    if (!(result instanceof Promise)) return this.#settleHandled(task, envelope, result, scope)
+    return result.then((settled) => this.#settleHandled(task, envelope, settled, scope))
+  }
+
+  #settleHandled(
+    task: DeliveryTask,
+    envelope: Envelope,
+    result: AckResult,
+    scope: ProcessScope | undefined,
+  ): Settled | Promise<Settled> {
+    return task.abandoned ? 'abandoned' : this.#settle(task, envelope, result, scope)
+  }
+
+  #message(delivery: Delivery, payload: T, envelope: Envelope, headers: Headers): Message<T> {
+    return {
+      payload,
+      envelope,
+      headers,
+      queue: this.queue,
+      contentType: delivery.properties.contentType,
+      body: delivery.body,
+      redelivered: delivery.redelivered,
     }
   }
 
@@ -714,16 +815,8 @@ export class ConsumerEngine<T> implements Consumer {
       }
     }
 
-    const message: Message<T> = {
-      payload,
-      envelope,
-      headers,
-      queue: this.queue,
-      contentType,
-      body: delivery.body,
-      redelivered: delivery.redelivered,
-    }
-    const context: HandlerContext = { signal: this.#handlerAbort.signal, queue: this.queue }
+    const message = this.#message(delivery, payload, envelope, headers)
+    const context = this.#context
     this.#step?.arrived(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
     const result = await this.#runHandler(task, message, context, scope)
     if (task.abandoned) return 'abandoned'
@@ -923,17 +1016,22 @@ export class ConsumerEngine<T> implements Consumer {
     this.#storeFailed(last, `could not confirm message ${id}`)
   }
 
-  async #runHandler(
+  /**
+   * Runs the handler and reads what it returned. Not async: what a handler returns without a
+   * promise is read at once, with no promise made for it (on Node 20 every promise also runs
+   * the AsyncLocalStorage's hooks).
+   */
+  #runHandler(
     task: DeliveryTask,
     message: Message<T>,
     context: HandlerContext,
     scope: ProcessScope | undefined,
-  ): Promise<AckResult> {
+  ): AckResult | Promise<AckResult> {
     const started = scope === undefined ? 0 : performance.now()
-    let failure: unknown
+    let returned: unknown
     try {
       // No closure per message: run() passes the arguments on.
-      const returned = await this.#host.currentTask.run(
+      returned = this.#host.currentTask.run(
         task,
         invokeHandler,
         this.#handler,
@@ -941,16 +1039,14 @@ export class ConsumerEngine<T> implements Consumer {
         context,
         scope,
       )
-      return isAckResult(returned) ? returned : ACCEPT
     } catch (error) {
-      failure = error
-      if (errorCodeOf(error) === ErrorCodes.FATAL) {
-        return { kind: 'dead-letter', reason: describeError(error) }
-      }
-      return { kind: 'retry', reason: describeError(error), delayMs: undefined }
-    } finally {
-      scope?.handled(performance.now() - started, failure)
+      return handlerFailed(error, scope, started)
     }
+    if (!isThenable(returned)) return handlerReturned(returned, scope, started)
+    return Promise.resolve(returned).then(
+      (value) => handlerReturned(value, scope, started),
+      (error: unknown) => handlerFailed(error, scope, started),
+    )
   }
 
   /** Not async: an accepted message is acked without a promise around it. */
@@ -1225,6 +1321,37 @@ function republishedProperties(
   const { expiration: _expiration, userId: _userId, messageId: _messageId, ...kept } = properties
   // An id longer than AMQP's message-id can hold still travels in x-acemq-id.
   return Buffer.byteLength(messageId) <= MAX_ID_BYTES ? { ...kept, messageId } : kept
+}
+
+/** A handler that returned (or resolved): its result, or accept for anything but an `Ack`. */
+function handlerReturned(
+  returned: unknown,
+  scope: ProcessScope | undefined,
+  started: number,
+): AckResult {
+  scope?.handled(performance.now() - started, undefined)
+  return isAckResult(returned) ? returned : ACCEPT
+}
+
+/** A handler that threw (or rejected): `FatalError` dead-letters, anything else retries. */
+function handlerFailed(
+  error: unknown,
+  scope: ProcessScope | undefined,
+  started: number,
+): AckResult {
+  scope?.handled(performance.now() - started, error)
+  if (errorCodeOf(error) === ErrorCodes.FATAL) {
+    return { kind: 'dead-letter', reason: describeError(error) }
+  }
+  return { kind: 'retry', reason: describeError(error), delayMs: undefined }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  )
 }
 
 /** Calls the handler, inside the instrumentation's scope when there is one. */

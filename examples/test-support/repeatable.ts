@@ -10,7 +10,8 @@ function normalized(output: string, sorted: boolean, more: (line: string) => str
       more(line)
         .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, '<uuid>')
         .replace(/\b[0-9a-f]{16,}\b/gi, '<hex>')
-        .replace(/\d+/g, '<n>'),
+        // A measured figure may print with or without decimals (1 s, 1.02 s).
+        .replace(/\d+(?:\.\d+)?/g, '<n>'),
     )
     // Node's own warnings name the pid and are not the example's output.
     .filter((line) => line !== '' && !/^\(node:<n>\)/.test(line))

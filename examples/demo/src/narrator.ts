@@ -36,6 +36,7 @@ export class Narrator implements Instrumentation {
   readonly #settled: Settlement[] = []
   readonly #quiet = new Set<string>()
   readonly #finished = new Set<string>()
+  readonly #triggers = new Set<() => void>()
 
   publishStarted(): undefined {
     return undefined
@@ -77,6 +78,7 @@ export class Narrator implements Instrumentation {
         }
         const { queue, attempt } = info
         this.#settled.push({ id, queue, attempt, outcome, handlerRan, waitedMs, rung, reason })
+        for (const trigger of [...this.#triggers]) trigger()
       },
     }
   }
@@ -106,6 +108,35 @@ export class Narrator implements Instrumentation {
   /** How many deliveries of message `id` were settled with `outcome` so far. */
   count(id: string, outcome: ConsumeOutcome): number {
     return this.of(id).filter((s) => s.outcome === outcome).length
+  }
+
+  /**
+   * Runs `action` the moment message `id` is settled with `outcome` for the `times`th time, in
+   * the same turn as that settlement, so nothing the engine does next comes between the two;
+   * resolves with what `action` resolves to. Fails after `timeoutMs` (its timer also keeps the
+   * process alive meanwhile: the engine's own timers do not).
+   */
+  when<R>(
+    id: string,
+    outcome: ConsumeOutcome,
+    times: number,
+    action: () => Promise<R>,
+    timeoutMs = 15_000,
+  ): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const deadline = setTimeout(() => {
+        this.#triggers.delete(trigger)
+        reject(new Error(`the demo waited ${timeoutMs} ms for ${id} to be ${outcome} ×${times}`))
+      }, timeoutMs)
+      const trigger = (): void => {
+        if (this.count(id, outcome) < times) return
+        this.#triggers.delete(trigger)
+        clearTimeout(deadline)
+        action().then(resolve, reject)
+      }
+      this.#triggers.add(trigger)
+      trigger()
+    })
   }
 
   /** Resolves once message `id` has been settled with `outcome` (`times` times). */

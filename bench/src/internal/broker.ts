@@ -147,11 +147,14 @@ export class Admin {
     return name
   }
 
-  /** Fills `queue` with `count` messages shaped as `@acemq` publishes them, confirmed. */
-  async fill(queue: string, count: number): Promise<void> {
+  /**
+   * Fills `queue` with `count` messages shaped as `@acemq` publishes them, confirmed; with
+   * `bytes`, bodies of that size (the order, padded).
+   */
+  async fill(queue: string, count: number, bytes?: number): Promise<void> {
     const channel = await this.#channel()
-    await windowed(count, 1_000, (i) => {
-      const { content, options } = acemqShapedMessage(i, queue)
+    await windowed(count, bytes !== undefined && bytes > 50_000 ? 20 : 1_000, (i) => {
+      const { content, options } = acemqShapedMessage(i, queue, bytes)
       return confirmPublish(channel, '', queue, content, options)
     })
   }

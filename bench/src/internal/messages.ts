@@ -56,10 +56,11 @@ export function envelopeHeaders(id: string, type: string): Record<string, unknow
 export function acemqShapedMessage(
   i: number,
   queue: string,
+  bytes?: number,
 ): { content: Buffer; options: Options.Publish } {
   const id = randomUUID()
   return {
-    content: Buffer.from(JSON.stringify(order(i))),
+    content: bytes === undefined ? Buffer.from(JSON.stringify(order(i))) : paddedOrder(i, bytes),
     options: {
       persistent: true,
       mandatory: true,
@@ -68,4 +69,12 @@ export function acemqShapedMessage(
       headers: envelopeHeaders(id, queue),
     },
   }
+}
+
+/** The order as JSON of exactly `bytes` bytes (at least its own size): a `pad` string fills it. */
+export function paddedOrder(i: number, bytes: number): Buffer {
+  const plain = JSON.stringify({ ...order(i), pad: '' })
+  return Buffer.from(
+    JSON.stringify({ ...order(i), pad: 'x'.repeat(Math.max(0, bytes - plain.length)) }),
+  )
 }

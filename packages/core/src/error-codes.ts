@@ -1,7 +1,7 @@
 /**
  * Every `code` an AceMQ error (or an `AceMqWarning`) can carry, as constants: the closed set
  * to match on. A code never changes meaning across releases or across the AceMQ family;
- * [docs/errors.md](../../docs/errors.md) says what each one means and what to do about it.
+ * `docs/errors.md` in the repository says what each one means and what to do about it.
  *
  * Match on the code, not on the class: `errorCodeOf(e) === ErrorCodes.UNROUTABLE` holds for
  * an error thrown by any installed copy of `@acemq/core`, where `instanceof` holds only for

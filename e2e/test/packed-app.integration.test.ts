@@ -301,7 +301,8 @@ idempotencyStoreConformance('InMemoryIdempotencyStore', {
 const NODE_TEST = `import assert from 'node:assert/strict'
 import net from 'node:net'
 import { test } from 'node:test'
-import { requireService, uniqueName } from '@acemq/testing/services'
+import { AceMq, ConsumerOptions, InMemoryTransport, Topology } from '@acemq/core'
+import { RecordingTransport, eventually, requireService, uniqueName } from '@acemq/testing/helpers'
 
 test('the service checks run under node:test', async () => {
   const server = net.createServer((socket) => socket.destroy())
@@ -311,6 +312,21 @@ test('the service checks run under node:test', async () => {
   await new Promise((resolve) => server.close(resolve))
   await assert.rejects(requireService('Thing', url, 1, 'thing start'), /Thing is not reachable/)
   assert.match(uniqueName('orders'), /^orders\\./)
+})
+
+test('RecordingTransport and eventually run under node:test', async () => {
+  const transport = new RecordingTransport(new InMemoryTransport())
+  const mq = await AceMq.connect(transport)
+  await mq.applyTopology(Topology.define().queue('orders'))
+  const handled = []
+  await mq.consume('orders', ConsumerOptions.defaults(), (message) => {
+    handled.push(message.payload.id)
+  })
+  await mq.publisher('', 'orders').send({ id: 'o-1' })
+  await eventually(() => transport.settlements.length === 1, 5_000, 'the ack')
+  await mq.close()
+  assert.deepEqual(handled, ['o-1'])
+  assert.equal(transport.settlements[0].kind, 'ack')
 })
 `
 
@@ -365,7 +381,7 @@ describe('an adapter outside the workspace, tested with the packed @acemq/testin
     )
   }, 300_000)
 
-  it('runs the service checks under node:test, with no vitest in the import graph', async () => {
+  it('runs the helpers under node:test, with no vitest in the import graph', async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, CI: '' }
     delete env['ACEMQ_SKIP_SERVICES']
     const out = await sh(
@@ -373,7 +389,7 @@ describe('an adapter outside the workspace, tested with the packed @acemq/testin
       ['--test', path.join('test', 'services.node-test.mjs')],
       { cwd: adapter, env, timeout: 60_000 },
     )
-    expect(out).toMatch(/# pass 1\n/)
+    expect(out).toMatch(/# pass 2\n/)
     expect(out).toMatch(/# fail 0\n/)
   }, 120_000)
 })

@@ -1,7 +1,9 @@
 // The kit an adapter proves itself with: the conformance suites every store passes, the
 // scenarios every transport passes, the health-endpoint contract, and the service checks.
-// The suites are written for vitest; the service checks (./services) need no test runner.
+// The suites are written for vitest; ./helpers (the service checks, eventually() and the
+// RecordingTransport) needs no test runner.
 export * from './services/services.js'
+export * from './helpers/eventually.js'
 export * from './stores/idempotency-conformance.js'
 export * from './stores/outbox-conformance.js'
 export * from './stores/store-readiness.js'

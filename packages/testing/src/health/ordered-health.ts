@@ -1,6 +1,6 @@
 import { AceMq, InMemoryTransport } from '@acemq/core'
 import { describe, expect, it } from 'vitest'
-import { eventually } from '../transport/engine-scenarios.js'
+import { eventually } from '../helpers/eventually.js'
 import { getJson, type HealthEndpointFixture } from './health-endpoint-contract.js'
 
 /**

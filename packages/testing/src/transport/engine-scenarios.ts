@@ -15,6 +15,7 @@ import {
   type AceMqOptions,
   type Transport,
 } from '@acemq/core'
+import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 
 /** A message read back from a queue, from outside the library. */
@@ -81,20 +82,6 @@ export async function closeScenario(
       await probe.deleteQueue(q + suffix)
   }
   await probe.close()
-}
-
-/** Waits until `condition` holds, polling every 10 ms, or throws after `timeoutMs`. */
-export async function eventually(
-  condition: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-  what = 'condition',
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await condition()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`${what} did not hold within ${timeoutMs} ms`)
 }
 
 function envelopeOf(message: InspectedMessage, queue: string): Envelope {

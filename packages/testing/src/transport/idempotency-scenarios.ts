@@ -10,12 +10,12 @@ import {
 } from '@acemq/core'
 import {
   closeScenario,
-  eventually,
   openScenario,
   type BrokerProbe,
   type ScenarioConnection,
   type ScenarioTarget,
 } from './engine-scenarios.js'
+import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

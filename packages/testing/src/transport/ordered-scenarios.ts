@@ -12,12 +12,12 @@ import {
   type OrderedQueueBuilder,
 } from '@acemq/core'
 import {
-  eventually,
   openScenario,
   type BrokerProbe,
   type ScenarioConnection,
   type ScenarioTarget,
 } from './engine-scenarios.js'
+import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 
 /** A ledger entry: the n-th entry of an account. */

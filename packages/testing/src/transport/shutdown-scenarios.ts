@@ -12,12 +12,12 @@ import {
 } from '@acemq/core'
 import {
   closeScenario,
-  eventually,
   openScenario,
   type BrokerProbe,
   type ScenarioConnection,
   type ScenarioTarget,
 } from './engine-scenarios.js'
+import { eventually } from '../helpers/eventually.js'
 import { RecordingTransport } from './recording-transport.js'
 import { uniqueName } from '../services/services.js'
 

@@ -28,7 +28,7 @@ const KYSELY_STORE = 'packages/store-kysely/src/kysely-idempotency-store.ts'
 
 /**
  * What a target's results depend on, as git pathspecs: the files it mutates, its tests, what
- * tests share (test-support/) and this folder, less the results themselves (a run rewrites
+ * tests share (test-support/, the @acemq/testing kit) and this folder, less the results themselves (a run rewrites
  * them). A change elsewhere that alters what a test sees is caught by the next full run
  * (`pnpm test:mutation --force`).
  */
@@ -36,7 +36,13 @@ export function inputsOf(target) {
   const mutated = (typeof target.mutate === 'function' ? target.mutate() : target.mutate).map(
     (spec) => spec.replace(/:\d+-\d+$/, ''),
   )
-  const globs = [...new Set(mutated), ...target.testFiles, 'test-support', 'mutation']
+  const globs = [
+    ...new Set(mutated),
+    ...target.testFiles,
+    'test-support',
+    'packages/testing',
+    'mutation',
+  ]
   return [...globs.map((glob) => `:(glob)${glob}`), ':!mutation/incremental']
 }
 

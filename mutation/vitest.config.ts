@@ -9,20 +9,30 @@ import { defineConfig } from 'vitest/config'
 // (a test importing `@acemq/core` would otherwise never see a mutant).
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 
+/** A package's entry points by import name: `@acemq/core`, `@acemq/core/spi`, … (their source). */
 const alias = readdirSync(path.join(root, 'packages')).flatMap((dir) => {
   const manifest = path.join(root, 'packages', dir, 'package.json')
-  let name: string
+  let parsed: { name: string; exports?: Record<string, unknown> }
   try {
-    name = (JSON.parse(readFileSync(manifest, 'utf8')) as { name: string }).name
+    parsed = JSON.parse(readFileSync(manifest, 'utf8')) as typeof parsed
   } catch {
     return []
   }
-  return [
-    {
-      find: new RegExp(`^${name}$`),
-      replacement: path.join(root, 'packages', dir, 'src/index.ts'),
-    },
-  ]
+  const entries = Object.entries(parsed.exports ?? { '.': { '@acemq/source': './src/index.ts' } })
+  return entries.flatMap(([subpath, target]) => {
+    const source =
+      typeof target === 'object' && target !== null
+        ? (target as Record<string, unknown>)['@acemq/source']
+        : undefined
+    if (typeof source !== 'string') return []
+    const name = subpath === '.' ? parsed.name : `${parsed.name}/${subpath.slice(2)}`
+    return [
+      {
+        find: new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`),
+        replacement: path.join(root, 'packages', dir, source),
+      },
+    ]
+  })
 })
 
 const conditions = ['@acemq/source']

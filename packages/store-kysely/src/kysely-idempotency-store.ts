@@ -26,6 +26,7 @@ import {
   parseTableName,
   positiveMillis,
 } from './internal/validate.js'
+import { Batch } from './internal/batch.js'
 import { prepare, type Prepared } from './internal/prepared.js'
 import { queryExecutor } from './internal/executor.js'
 import type { KyselyDatabase } from './kysely-database.js'
@@ -107,6 +108,9 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   readonly #onError: (error: unknown) => void
   /** The owner of the claims this instance takes without an owner token. */
   readonly #token = randomUUID()
+  /** Postgres: concurrent first claims, and concurrent confirms, each go in one statement. */
+  readonly #claimBatch: Batch<Claimant, boolean> | undefined
+  readonly #confirmBatch: Batch<Claimant, void> | undefined
   #purging: Promise<void> | undefined
   #closed = false
 
@@ -153,6 +157,13 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       claimTimeout: this.claimTimeout,
       databaseClock: this.#now === undefined,
     })
+    const { insertMany, confirmMany } = this.#sql
+    if (insertMany !== undefined) {
+      this.#claimBatch = new Batch((claims) => this.#insertMany(insertMany, claims), MAX_BATCH)
+    }
+    if (confirmMany !== undefined) {
+      this.#confirmBatch = new Batch((claims) => this.#confirmMany(confirmMany, claims), MAX_BATCH)
+    }
   }
 
   /**
@@ -195,7 +206,9 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
         const inserted =
           this.dialect === 'mysql'
             ? await this.#insertMysql(id, owner, now)
-            : affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
+            : round === 0 && batchable(this.#claimBatch, id)
+              ? await this.#claimBatch.add({ id, owner })
+              : affected(await this.#sql.insert({ id, owner, now }), 'claim') === 1
         if (inserted) return 'claimed'
         const row = await this.#read(id, now)
         // Released or purged since the insert conflicted: insert again.
@@ -247,7 +260,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     assertOwnerToken(owner)
     this.#assertOpen()
     try {
-      affected(await this.#sql.confirm({ id, owner, now: this.#now?.() }), 'confirm')
+      if (batchable(this.#confirmBatch, id)) await this.#confirmBatch.add({ id, owner })
+      else affected(await this.#sql.confirm({ id, owner, now: this.#now?.() }), 'confirm')
     } catch (error) {
       throw this.#tableTrouble(error)
     }
@@ -398,6 +412,41 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     }
   }
 
+  /** One insert for a batch of first claims: which of them took their row. */
+  async #insertMany(
+    insertMany: Prepared<'ids' | 'owners' | 'now'>,
+    claims: readonly Claimant[],
+  ): Promise<boolean[]> {
+    const result = await this.#runBatch(insertMany, claims)
+    const inserted = new Set(result.rows.map((row) => (row as { id: unknown }).id))
+    return claims.map((claim) => inserted.has(claim.id))
+  }
+
+  /** One upsert for a batch of confirms (every id in it once). */
+  async #confirmMany(
+    confirmMany: Prepared<'ids' | 'owners' | 'now'>,
+    claims: readonly Claimant[],
+  ): Promise<void[]> {
+    affected(await this.#runBatch(confirmMany, claims), 'confirm')
+    return claims.map(() => undefined)
+  }
+
+  /**
+   * Runs a batched statement with the claims in id order: two batches that share ids then never
+   * wait for each other's rows in a cycle.
+   */
+  #runBatch(
+    statement: Prepared<'ids' | 'owners' | 'now'>,
+    claims: readonly Claimant[],
+  ): Promise<QueryResult<unknown>> {
+    const sorted = [...claims].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    return statement({
+      ids: sorted.map((claim) => claim.id),
+      owners: sorted.map((claim) => claim.owner),
+      now: this.#now?.(),
+    })
+  }
+
   async #purge(): Promise<number> {
     return affected(await this.#sql.purge({ now: this.#now?.() }), 'purge')
   }
@@ -475,8 +524,29 @@ function isMissingTable(error: unknown): boolean {
   )
 }
 
+/** One claim or confirm waiting for its batch. */
+interface Claimant {
+  readonly id: string
+  readonly owner: string
+}
+
+/** The most claims (or confirms) one batched statement carries. */
+const MAX_BATCH = 500
+
+/** Whether `id` can join `batch`'s next statement: not when that statement has it already. */
+function batchable<T>(
+  batch: Batch<Claimant, T> | undefined,
+  id: string,
+): batch is Batch<Claimant, T> {
+  return batch !== undefined && !batch.waiting.some((call) => call.input.id === id)
+}
+
 interface Statements {
   readonly insert: Prepared<'id' | 'owner' | 'now'>
+  /** Postgres only: {@link Statements.insert} for many ids at once, answering those inserted. */
+  readonly insertMany: Prepared<'ids' | 'owners' | 'now'> | undefined
+  /** Postgres only: {@link Statements.confirm} for many ids at once (each id once). */
+  readonly confirmMany: Prepared<'ids' | 'owners' | 'now'> | undefined
   readonly read: Prepared<'id' | 'now', Record<string, unknown>>
   readonly takeOver: Prepared<'id' | 'owner' | 'now' | 'staleOwner'>
   readonly reclaim: Prepared<'id' | 'owner' | 'now'>
@@ -530,6 +600,24 @@ function statements(
       const insert = sql`insert into ${t} ${columns} values (${$.id}, ${$.owner}, ${clock($.now)}, ${no}, null)`
       return mysql ? insert : sql`${insert} on conflict (id) do nothing`
     }),
+    insertMany:
+      dialect === 'postgres'
+        ? prepare(
+            executor,
+            ['ids', 'owners', 'now'],
+            ($) =>
+              sql`insert into ${t} ${columns} select c.id, c.owner, ${clock($.now)}, ${no}, null from unnest(cast(${$.ids} as text[]), cast(${$.owners} as text[])) as c(id, owner) on conflict (id) do nothing returning id`,
+          )
+        : undefined,
+    confirmMany:
+      dialect === 'postgres'
+        ? prepare(
+            executor,
+            ['ids', 'owners', 'now'],
+            ($) =>
+              sql`insert into ${t} ${columns} select c.id, c.owner, ${clock($.now)}, ${yes}, ${clock($.now)} from unnest(cast(${$.ids} as text[]), cast(${$.owners} as text[])) as c(id, owner) on conflict (id) do update set confirmed = ${yes}, confirmed_at = ${clock($.now)}`,
+          )
+        : undefined,
     read: prepare(
       executor,
       ['id', 'now'],

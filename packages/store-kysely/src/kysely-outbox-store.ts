@@ -324,6 +324,10 @@ function statements(
       .join(', '),
   )
   const pending = sql`published_at is null and retired_at is null`
+  const retiredOnly = sql`published_at is null and retired_at is not null`
+  // Pending, written so that it does not name the pending index's condition: a statement about
+  // one id goes through the primary key, not a scan of the pending index.
+  const stillPending = sql`coalesce(published_at, retired_at) is null`
   const bigint = (value: unknown): RawBuilder<unknown> =>
     dialect === 'postgres' ? sql`cast(${value} as bigint)` : sql`${value}`
   const lease = (): Compiled<'owner' | 'lease' | 'batch' | 'now'> =>
@@ -333,8 +337,10 @@ function statements(
       switch (dialect) {
         case 'postgres':
           // SKIP LOCKED: a second relay passes over the rows the first is leasing, and the
-          // lock re-checks the condition on a row that changed meanwhile.
-          return sql`with next as materialized (select id from ${t} where ${free} order by created_at, id limit ${$.batch} for update skip locked) update ${t} as o ${set} from next where o.id = next.id and o.published_at is null and o.retired_at is null returning ${qualified}`
+          // lock re-checks the condition on a row that changed meanwhile; the rows stay locked
+          // until the update, so it finds them by id alone (a condition on the pending columns
+          // there led Postgres to scan the pending index for every claimed row).
+          return sql`with next as materialized (select id from ${t} where ${free} order by created_at, id limit ${$.batch} for update skip locked) update ${t} as o ${set} from next where o.id = next.id returning ${qualified}`
         case 'sqlite':
           // One writer at a time: the statement is atomic under SQLite's write lock.
           return sql`update ${t} ${set} where id in (select id from ${t} where ${free} order by created_at, id limit ${$.batch}) returning ${columns}`
@@ -367,7 +373,7 @@ function statements(
       executor,
       ['id', 'reason', 'max', 'now'],
       ($) =>
-        sql`update ${t} set retired_at = case when attempts + 1 >= ${dialect === 'postgres' ? sql`cast(${$.max} as integer)` : $.max} then ${clock($.now)} else null end, attempts = attempts + 1, last_error = ${$.reason}, lease_owner = null, leased_until = null where id = ${$.id} and ${pending}`,
+        sql`update ${t} set retired_at = case when attempts + 1 >= ${dialect === 'postgres' ? sql`cast(${$.max} as integer)` : $.max} then ${clock($.now)} else null end, attempts = attempts + 1, last_error = ${$.reason}, lease_owner = null, leased_until = null where id = ${$.id} and ${stillPending}`,
     ),
     state: compile(
       executor,
@@ -378,13 +384,15 @@ function statements(
       executor,
       ['limit'],
       ($) =>
-        sql`select ${columns}, retired_at from ${t} where published_at is null and retired_at is not null order by retired_at desc, id limit ${$.limit}`,
+        sql`select ${columns}, retired_at from ${t} where ${retiredOnly} order by retired_at desc, id limit ${$.limit}`,
     ),
     stats: compile(
       executor,
       ['now'],
       ($) =>
-        sql`select count(case when retired_at is null then 1 end) as pending, count(retired_at) as retired, min(case when retired_at is null then created_at end) as oldest, ${clock($.now)} as now_ms from ${t} where published_at is null`,
+        // Three subqueries, each answered by its own index (pending, retired), never a scan of
+        // the published records the table keeps until they are purged.
+        sql`select (select count(*) from ${t} where ${pending}) as pending, (select count(*) from ${t} where ${retiredOnly}) as retired, (select min(created_at) from ${t} where ${pending}) as oldest, ${clock($.now)} as now_ms`,
     ),
   }
 }

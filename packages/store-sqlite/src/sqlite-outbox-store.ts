@@ -265,6 +265,7 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     if (this.#statements !== undefined) return this.#statements
     const t = this.#table.quoted
     const pending = 'published_at is null and retired_at is null'
+    const retired = 'published_at is null and retired_at is not null'
     this.#statements = {
       lease: this.#db.prepare(
         `update ${t} set lease_owner = ?, leased_until = ? where id in (select id from ${t} where ${pending} and (leased_until is null or leased_until <= ?) order by created_at, id limit ?) returning ${COLUMNS}`,
@@ -281,10 +282,11 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
         `update ${t} set lease_owner = null, leased_until = null where id = ? and published_at is null`,
       ),
       retired: this.#db.prepare(
-        `select ${COLUMNS}, retired_at from ${t} where published_at is null and retired_at is not null order by retired_at desc, id limit ?`,
+        `select ${COLUMNS}, retired_at from ${t} where ${retired} order by retired_at desc, id limit ?`,
       ),
       stats: this.#db.prepare(
-        `select count(case when retired_at is null then 1 end) as pending, count(retired_at) as retired, min(case when retired_at is null then created_at end) as oldest from ${t} where published_at is null`,
+        // Each subquery answered by its own index (pending, retired), never a table scan.
+        `select (select count(*) from ${t} where ${pending}) as pending, (select count(*) from ${t} where ${retired}) as retired, (select min(created_at) from ${t} where ${pending}) as oldest`,
       ),
       purge: this.#db.prepare(
         `delete from ${t} where id in (select id from ${t} where published_at is not null and published_at <= ? limit ?)`,

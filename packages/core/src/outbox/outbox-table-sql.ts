@@ -11,7 +11,17 @@ import { parseTableName } from '../idempotency/store-validation.js'
 export type SqlDialect = 'postgres' | 'sqlite' | 'mysql'
 
 const PENDING_SUFFIX = '_pending_idx'
+const RETIRED_SUFFIX = '_retired_idx'
 const PUBLISHED_SUFFIX = '_published_idx'
+
+/**
+ * The pending records, as the claim's condition names them: a partial index with exactly this
+ * predicate is one Postgres uses for the claim even before the table has statistics (an index
+ * on `published_at IS NULL` alone left it sorting the whole backlog for every batch).
+ */
+const PENDING = 'published_at IS NULL AND retired_at IS NULL'
+/** The retired records (kept, listed, never offered again): few, so their index is small. */
+const RETIRED = 'published_at IS NULL AND retired_at IS NOT NULL'
 
 /** An index name the table's name leads, cut so it stays within 63 characters. */
 function indexName(name: string, suffix: string): string {
@@ -24,8 +34,11 @@ function indexName(name: string, suffix: string): string {
  * (primary key, the published message's id), `exchange`, `routing_key`, `content_type`,
  * `body` (bytes), `headers` and `envelope` (JSON text), `created_at` (epoch ms), `attempts`,
  * `last_error`, `lease_owner`, `leased_until`, `published_at`, `retired_at` (epoch ms, null
- * until then); an index on the unpublished records by age, and one on `published_at` for
- * purging. For store authors: stores never run it, they hand it to the application's
+ * until then); on Postgres and SQLite an index on the pending records (neither published nor
+ * retired) in the order a claim takes them, `(created_at, id)` — so a claim reads its batch off
+ * the front of the index and sorts nothing, whatever the backlog and whether or not the table
+ * has statistics yet — one on the retired records, and one on `published_at` for purging; on
+ * MySQL one index on `(published_at, created_at)`. For store authors: stores never run it, they hand it to the application's
  * migrations.
  *
  * @example
@@ -36,6 +49,7 @@ function indexName(name: string, suffix: string): string {
 export function outboxTableStatements(table: string, dialect: SqlDialect): string[] {
   const [schema, name] = parseTableName(table)
   const pending = indexName(name, PENDING_SUFFIX)
+  const retired = indexName(name, RETIRED_SUFFIX)
   const published = indexName(name, PUBLISHED_SUFFIX)
   switch (dialect) {
     case 'postgres': {
@@ -59,7 +73,8 @@ export function outboxTableStatements(table: string, dialect: SqlDialect): strin
           `  retired_at bigint`,
           `)`,
         ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS "${pending}" ON ${qualified} (created_at) WHERE published_at IS NULL`,
+        `CREATE INDEX IF NOT EXISTS "${pending}" ON ${qualified} (created_at, id) WHERE ${PENDING}`,
+        `CREATE INDEX IF NOT EXISTS "${retired}" ON ${qualified} (retired_at) WHERE ${RETIRED}`,
         `CREATE INDEX IF NOT EXISTS "${published}" ON ${qualified} (published_at) WHERE published_at IS NOT NULL`,
       ]
     }
@@ -84,7 +99,8 @@ export function outboxTableStatements(table: string, dialect: SqlDialect): strin
           `  retired_at INTEGER`,
           `)`,
         ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS ${prefix}"${pending}" ON "${name}" (created_at) WHERE published_at IS NULL`,
+        `CREATE INDEX IF NOT EXISTS ${prefix}"${pending}" ON "${name}" (created_at, id) WHERE ${PENDING}`,
+        `CREATE INDEX IF NOT EXISTS ${prefix}"${retired}" ON "${name}" (retired_at) WHERE ${RETIRED}`,
         `CREATE INDEX IF NOT EXISTS ${prefix}"${published}" ON "${name}" (published_at) WHERE published_at IS NOT NULL`,
       ]
     }

@@ -695,9 +695,10 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   /**
-   * The common case without a promise around it: a consumer with no idempotency store (and not
-   * an ordered one) whose delivery decodes. Undefined otherwise: {@link #handle} takes it, and
-   * a body that does not decode is decoded there again and parked with the reason.
+   * The common case without a promise around it: a consumer (an ordered one's partition too) with
+   * no idempotency store, not a pipeline step, whose delivery decodes. Undefined otherwise:
+   * {@link #handle} takes it, and a body that does not decode is decoded there again and parked
+   * with the reason.
    */
   #handlePlain(
     task: DeliveryTask,
@@ -705,13 +706,9 @@ export class ConsumerEngine<T> implements Consumer {
     headers: Headers,
     scope: ProcessScope | undefined,
   ): Settled | Promise<Settled> | undefined {
-    // A pipeline step forwards what it accepts: #handle does that.
-    if (
-      this.#options.store !== undefined ||
-      this.#inPlace !== undefined ||
-      this.#step !== undefined
-    )
-      return undefined
+    // A pipeline step forwards what it accepts: #handle does that. An ordered consumer's run
+    // that fails goes on in place (#settleHandled), one that succeeds is settled here.
+    if (this.#options.store !== undefined || this.#step !== undefined) return undefined
     const { delivery } = task
     const codec = this.#host.codecs.find(delivery.properties.contentType)
     if (codec === undefined) return undefined
@@ -723,17 +720,33 @@ export class ConsumerEngine<T> implements Consumer {
     }
     const message = this.#message(delivery, payload, envelope, headers)
     const result = this.#runHandler(task, message, this.#context, scope)
-    if (!(result instanceof Promise)) return this.#settleHandled(task, envelope, result, scope)
-    return result.then((settled) => this.#settleHandled(task, envelope, settled, scope))
+    if (!(result instanceof Promise)) {
+      return this.#settleHandled(task, envelope, message, result, scope)
+    }
+    return result.then((settled) => this.#settleHandled(task, envelope, message, settled, scope))
   }
 
+  /** What {@link #handle} does after the handler, for a plain or an ordered consumer. */
   #settleHandled(
     task: DeliveryTask,
     envelope: Envelope,
+    message: Message<T>,
     result: AckResult,
     scope: ProcessScope | undefined,
   ): Settled | Promise<Settled> {
-    return task.abandoned ? 'abandoned' : this.#settle(task, envelope, result, scope)
+    if (task.abandoned) return 'abandoned'
+    if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {
+      return this.#runAgainInPlace(
+        this.#inPlace,
+        task,
+        envelope,
+        message,
+        this.#context,
+        scope,
+        result,
+      )
+    }
+    return this.#settle(task, envelope, result, scope)
   }
 
   #message(delivery: Delivery, payload: T, envelope: Envelope, headers: Headers): Message<T> {

@@ -9,7 +9,7 @@ export interface AckSlot {
   state: 'open' | 'ack' | 'written'
 }
 
-/** How many slots written at the head are kept before the array is compacted. */
+/** The fewest slots the order grows by before the ones already written are dropped. */
 const COMPACT_AFTER = 1_024
 
 /**
@@ -36,12 +36,19 @@ export class ChannelAcks {
   /** Acks asked for and not written yet. */
   #held = 0
   #scheduled = false
+  /** The order is compacted once it holds this many slots from the head on. */
+  #compactAt = COMPACT_AFTER
 
   constructor(channel: Channel, prefetch: number) {
     this.#channel = channel
     // Half the window: the broker sends more while the rest is still being handled. With
     // prefetch 1 (or 2) every ack is written at once — there is nothing to batch.
     this.#limit = prefetch === 0 ? 1_000 : Math.ceil(prefetch / 2)
+  }
+
+  /** Slots kept: deliveries still open or held, and written ones not yet dropped. */
+  get tracked(): number {
+    return this.#slots.length - this.#head
   }
 
   /** A delivery arrived on the channel: it takes the next place in the order. */
@@ -116,13 +123,21 @@ export class ChannelAcks {
     this.#compact()
   }
 
+  /**
+   * Drops the slots already written. Behind a delivery that stays open (a slow handler) the
+   * deliveries after it keep arriving and being acked singly: without this the order would
+   * grow with every one of them. Compacting when it has doubled keeps the cost per delivery
+   * constant, however large the window.
+   */
   #compact(): void {
     if (this.#head === this.#slots.length) {
       this.#slots = []
       this.#head = 0
-    } else if (this.#head >= COMPACT_AFTER) {
-      this.#slots = this.#slots.slice(this.#head)
-      this.#head = 0
+      return
     }
+    if (this.#slots.length - this.#head < this.#compactAt && this.#head < COMPACT_AFTER) return
+    this.#slots = this.#slots.slice(this.#head).filter((slot) => slot.state !== 'written')
+    this.#head = 0
+    this.#compactAt = Math.max(COMPACT_AFTER, 2 * this.#slots.length)
   }
 }

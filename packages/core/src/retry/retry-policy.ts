@@ -19,15 +19,11 @@ export interface RetryWait {
 
 type Kind = 'none' | 'fixed' | 'exponential'
 
-interface Settings {
-  readonly kind: Kind
-  readonly maxAttempts: number
-  readonly initialDelayMs: number
-  readonly multiplier: number
-  readonly maxDelayMs: number | undefined
-  readonly jitter: number
-  readonly maxAgeMs: number
-  readonly brokerWaitThresholdMs: number
+/** The policy's public fields, named once: in the class declaration below. */
+type Fields = {
+  readonly [
+    K in keyof RetryPolicy as RetryPolicy[K] extends (...args: never[]) => unknown ? never : K
+  ]: RetryPolicy[K]
 }
 
 // Attempts travel in `x-acemq-attempt`, a signed 32-bit int: a larger limit could never be reached.
@@ -88,32 +84,33 @@ function checkAge(value: unknown): number {
  */
 export class RetryPolicy {
   /** Deliveries in all, the first included; at least 1. */
-  readonly maxAttempts: number
+  declare readonly maxAttempts: number
   /** The delay after the first attempt. */
-  readonly initialDelayMs: number
+  declare readonly initialDelayMs: number
   /** Each delay is the previous one times this (1 for fixed, 2 for exponential). */
-  readonly multiplier: number
+  declare readonly multiplier: number
   /** No delay exceeds this; `undefined` for no cap. */
-  readonly maxDelayMs: number | undefined
+  declare readonly maxDelayMs: number | undefined
   /** Consumer waits are spread by ± this fraction; broker waits never are. */
-  readonly jitter: number
+  declare readonly jitter: number
   /** Give up on a message at least this old; 0 for never. */
-  readonly maxAgeMs: number
+  declare readonly maxAgeMs: number
   /** Waits at or above this are spent in the broker; 0 for never. */
-  readonly brokerWaitThresholdMs: number
+  declare readonly brokerWaitThresholdMs: number
   readonly #kind: Kind
+  readonly #fields: Fields
 
-  private constructor(settings: Settings) {
-    this.#kind = settings.kind
-    this.maxAttempts = settings.maxAttempts
-    this.initialDelayMs = settings.initialDelayMs
-    this.multiplier = settings.multiplier
-    this.maxDelayMs = settings.maxDelayMs
-    this.jitter = settings.jitter
-    this.maxAgeMs = settings.maxAgeMs
-    this.brokerWaitThresholdMs = settings.brokerWaitThresholdMs
+  private constructor(kind: Kind, fields: Fields) {
+    this.#kind = kind
+    this.#fields = fields
+    Object.assign(this, fields)
     Object.freeze(this)
     this.#checkBrokerWaits()
+  }
+
+  /** This policy with `changes`: every modifier is one call of this. */
+  #with(changes: Partial<Fields>): RetryPolicy {
+    return new RetryPolicy(this.#kind, { ...this.#fields, ...changes })
   }
 
   // A rung queue's TTL is its wait, and RabbitMQ refuses a TTL over MAX_BROKER_WAIT: refused
@@ -154,19 +151,6 @@ export class RetryPolicy {
     return undefined
   }
 
-  #settings(): Settings {
-    return {
-      kind: this.#kind,
-      maxAttempts: this.maxAttempts,
-      initialDelayMs: this.initialDelayMs,
-      multiplier: this.multiplier,
-      maxDelayMs: this.maxDelayMs,
-      jitter: this.jitter,
-      maxAgeMs: this.maxAgeMs,
-      brokerWaitThresholdMs: this.brokerWaitThresholdMs,
-    }
-  }
-
   /**
    * One attempt and no retry: a failure goes straight to `{queue}.dlq`.
    *
@@ -176,8 +160,7 @@ export class RetryPolicy {
    * ```
    */
   static none(): RetryPolicy {
-    return new RetryPolicy({
-      kind: 'none',
+    return new RetryPolicy('none', {
       maxAttempts: 1,
       initialDelayMs: 0,
       multiplier: 1,
@@ -197,8 +180,7 @@ export class RetryPolicy {
    * ```
    */
   static fixed(maxAttempts: number, delay: Duration): RetryPolicy {
-    return new RetryPolicy({
-      kind: 'fixed',
+    return new RetryPolicy('fixed', {
       maxAttempts: checkAttempts(maxAttempts, 'maxAttempts'),
       initialDelayMs: toMillis(delay, 'delay'),
       multiplier: 1,
@@ -232,8 +214,7 @@ export class RetryPolicy {
         `maxDelay (${formatDuration(maxDelayMs)}) must be at least initialDelay (${formatDuration(initialDelayMs)})`,
       )
     }
-    return new RetryPolicy({
-      kind: 'exponential',
+    return new RetryPolicy('exponential', {
       maxAttempts: attempts,
       initialDelayMs,
       multiplier: 2,
@@ -255,7 +236,7 @@ export class RetryPolicy {
    * ```
    */
   giveUpAfter(age: Duration): RetryPolicy {
-    return new RetryPolicy({ ...this.#settings(), maxAgeMs: toMillis(age, 'age') })
+    return this.#with({ maxAgeMs: toMillis(age, 'age') })
   }
 
   /**
@@ -273,7 +254,7 @@ export class RetryPolicy {
         `factor must be a number from 0 to 1 (0.2 spreads waits by ±20%); got ${String(factor)}`,
       )
     }
-    return new RetryPolicy({ ...this.#settings(), jitter: factor })
+    return this.#with({ jitter: factor })
   }
 
   /**
@@ -287,10 +268,7 @@ export class RetryPolicy {
    * ```
    */
   waitInBrokerFrom(threshold: Duration): RetryPolicy {
-    return new RetryPolicy({
-      ...this.#settings(),
-      brokerWaitThresholdMs: toMillis(threshold, 'threshold'),
-    })
+    return this.#with({ brokerWaitThresholdMs: toMillis(threshold, 'threshold') })
   }
 
   /**

@@ -11,15 +11,13 @@ import { ConfigurationError } from '../errors.js'
 import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
 import type { RetryPolicy } from '../retry/retry-policy.js'
 
-interface Fields {
-  readonly retryPolicy: RetryPolicy | undefined
-  readonly store: IdempotencyStore | undefined
-  readonly prefetch: number
-  readonly concurrency: number
-  readonly retryDelayMs: number
-  readonly inProgressDelayMs: number
-  readonly heldTimeoutMs: number
-  readonly storeTimeoutMs: number
+/** The options' fields, named once: in the class declaration below. */
+type Fields = {
+  readonly [
+    K in keyof ConsumerOptions as ConsumerOptions[K] extends (...args: never[]) => unknown
+      ? never
+      : K
+  ]: ConsumerOptions[K]
 }
 
 function positiveInteger(value: number, name: string, max: number): number {
@@ -45,31 +43,27 @@ function positiveInteger(value: number, name: string, max: number): number {
  */
 export class ConsumerOptions {
   /** The retry policy, or undefined: a failure is then retried after `retryDelayMs`, forever. */
-  readonly retryPolicy: RetryPolicy | undefined
+  declare readonly retryPolicy: RetryPolicy | undefined
   /** The idempotency store the consumer claims message ids in, if any. */
-  readonly store: IdempotencyStore | undefined
+  declare readonly store: IdempotencyStore | undefined
   /** Unacknowledged deliveries the consumer may hold (default 20), per consumer. */
-  readonly prefetch: number
+  declare readonly prefetch: number
   /** Handlers run at once (default 1, which keeps order). */
-  readonly concurrency: number
+  declare readonly concurrency: number
   /** Wait before a retry when there is no policy (default 5 s); `Ack.retry(reason, delay)` overrides it. */
-  readonly retryDelayMs: number
+  declare readonly retryDelayMs: number
   /** Wait before putting back a message someone else is handling (default 5 s). */
-  readonly inProgressDelayMs: number
+  declare readonly inProgressDelayMs: number
   /** How long a paused consumer holds delivered messages before handing them back (default 60 s). */
-  readonly heldTimeoutMs: number
+  declare readonly heldTimeoutMs: number
   /** How long one idempotency-store call may take before it counts as failed (default 10 s). */
-  readonly storeTimeoutMs: number
+  declare readonly storeTimeoutMs: number
+
+  readonly #fields: Fields
 
   private constructor(fields: Fields) {
-    this.retryPolicy = fields.retryPolicy
-    this.store = fields.store
-    this.prefetch = fields.prefetch
-    this.concurrency = fields.concurrency
-    this.retryDelayMs = fields.retryDelayMs
-    this.inProgressDelayMs = fields.inProgressDelayMs
-    this.heldTimeoutMs = fields.heldTimeoutMs
-    this.storeTimeoutMs = fields.storeTimeoutMs
+    this.#fields = fields
+    Object.assign(this, fields)
     Object.freeze(this)
   }
 
@@ -87,21 +81,9 @@ export class ConsumerOptions {
     })
   }
 
+  /** These options with `changes`: every `withX()` is one call of this. */
   #with(changes: Partial<Fields>): ConsumerOptions {
-    return new ConsumerOptions({ ...this.#fields(), ...changes })
-  }
-
-  #fields(): Fields {
-    return {
-      retryPolicy: this.retryPolicy,
-      store: this.store,
-      prefetch: this.prefetch,
-      concurrency: this.concurrency,
-      retryDelayMs: this.retryDelayMs,
-      inProgressDelayMs: this.inProgressDelayMs,
-      heldTimeoutMs: this.heldTimeoutMs,
-      storeTimeoutMs: this.storeTimeoutMs,
-    }
+    return new ConsumerOptions({ ...this.#fields, ...changes })
   }
 
   /** Bounds retries with `policy`; it overrides any delay a handler asks for. */

@@ -985,18 +985,40 @@ export class ConsumerEngine<T> implements Consumer {
     })
   }
 
-  /** Releases this delivery's claim; a failure leaves the claim to expire, and is reported. */
+  /**
+   * Releases this delivery's claim, in the background. A release that fails is tried again as a
+   * confirm is: a claim left behind holds its message in progress (put back again and again)
+   * until its lease runs out. If it still fails the claim is left to expire, and the failure
+   * reported. The owner check keeps a late release from freeing anyone else's claim.
+   */
   #release(store: IdempotencyStore, id: string, owner: string | undefined): void {
-    void withTimeout(
-      store.release(id, owner),
-      this.#options.storeTimeoutMs,
-      `releasing message ${id}`,
-    ).then(
-      () => {
+    void this.#releaseWithRetries(store, id, owner)
+  }
+
+  async #releaseWithRetries(
+    store: IdempotencyStore,
+    id: string,
+    owner: string | undefined,
+  ): Promise<void> {
+    let last: unknown
+    for (let attempt = 0; attempt <= STORE_RETRY_DELAYS_MS.length; attempt++) {
+      if (attempt > 0) {
+        const wait = STORE_RETRY_DELAYS_MS[attempt - 1] as number
+        if (!(await sleep(wait, this.#host.closingSignal))) break
+      }
+      try {
+        await withTimeout(
+          store.release(id, owner),
+          this.#options.storeTimeoutMs,
+          `releasing message ${id}`,
+        )
         this.#storeFailure = undefined
-      },
-      (error: unknown) => this.#storeFailed(error, `could not release message ${id}`),
-    )
+        return
+      } catch (error) {
+        last = error
+      }
+    }
+    this.#storeFailed(last, `could not release message ${id}`)
   }
 
   #storeFailed(error: unknown, context: string): void {
@@ -1013,9 +1035,9 @@ export class ConsumerEngine<T> implements Consumer {
   async #confirm(store: IdempotencyStore, id: string, owner: string): Promise<void> {
     const timeout = this.#options.storeTimeoutMs
     let last: unknown
-    for (let attempt = 0; attempt <= CONFIRM_RETRY_DELAYS_MS.length; attempt++) {
+    for (let attempt = 0; attempt <= STORE_RETRY_DELAYS_MS.length; attempt++) {
       if (attempt > 0) {
-        const wait = CONFIRM_RETRY_DELAYS_MS[attempt - 1] as number
+        const wait = STORE_RETRY_DELAYS_MS[attempt - 1] as number
         if (!(await sleep(wait, this.#host.closingSignal))) break
       }
       try {
@@ -1379,8 +1401,8 @@ function invokeHandler<T>(
     : scope.run(() => handler(message, context))
 }
 
-/** How long to wait before each retry of a failed confirm. */
-const CONFIRM_RETRY_DELAYS_MS = [100, 500, 2_000] as const
+/** How long to wait before each retry of a failed confirm or release. */
+const STORE_RETRY_DELAYS_MS = [100, 500, 2_000] as const
 
 /**
  * Rejects with an `ACEMQ_STORE_TIMEOUT` error when `promise` has not settled within `ms`

@@ -505,4 +505,68 @@ export const regressions: readonly Regression[] = [
       expect(drained?.delivery?.written?.kind).toBe('ack')
     },
   },
+  {
+    // Finding 10: two releases failed once each (a store error) after handlers threw. The claims
+    // stayed with owners that had let go, so the messages went round as in progress every 100 ms
+    // until the 300 s leases lapsed: thousands of put-backs, reported as never settling. A release
+    // is now tried again as a confirm is (100 ms, 500 ms, 2 s) before it is left to lapse.
+    name: 'finding 10: a release that fails once is tried again, not left to stall its message for the whole lease',
+    schedule: {
+      seed: 1_556_000_572,
+      queues: [
+        queue({
+          type: 'quorum',
+          consumerTimeoutMs: 150_000,
+          retry: { kind: 'exponential', attempts: 4, delayMs: 1_000 },
+          idempotent: true,
+          claimTimeoutMs: 300_000,
+          heldTimeoutMs: 1_000,
+          consumers: [
+            { prefetch: 5, concurrency: 3 },
+            { prefetch: 5, concurrency: 2 },
+          ],
+        }),
+      ],
+      messages: [
+        message([{ kind: 'throw' }, ok], 30_617, { foreign: true }),
+        message([{ kind: 'fail-after', ms: 3_000 }, ok], 11_978),
+        message([{ kind: 'throw' }, { kind: 'close-consumer', drainMs: 10_000 }], 48_394),
+        message([{ kind: 'drain', timeoutMs: 1_000 }], 0),
+        message(
+          [
+            { kind: 'fail-after', ms: 40_000 },
+            { kind: 'slow', ms: 3_000 },
+          ],
+          0,
+          { foreign: true },
+        ),
+      ],
+      events: [
+        { at: 43_196, event: { kind: 'resume' } },
+        {
+          at: 36_734,
+          event: { kind: 'store-fault', op: 'release', fault: 'error', count: 2, delayMs: 10 },
+        },
+        { at: 2_875, event: { kind: 'channel-close', queue: 0 } },
+        { at: 43_708, event: { kind: 'unroutable', queue: 0, target: 'parked', forMs: 5_000 } },
+        { at: 53_416, event: { kind: 'connection-loss', which: 'publish', outageMs: 100 } },
+        { at: 46_573, event: { kind: 'connection-loss', which: 'publish', outageMs: 0 } },
+        { at: 15_086, event: { kind: 'clock-jump', ms: 60_000 } },
+      ],
+      finalDrainMs: 1_000,
+    },
+    check(world) {
+      // Each handler that threw under the failing releases ran again within seconds, not after
+      // its 300 s lease.
+      for (const id of ['m0', 'm1']) {
+        const runs = runsOf(world, id).runs
+        expect(
+          runs.filter((r) => r.succeeded),
+          id,
+        ).toHaveLength(1)
+        const [failed, succeeded] = [runs[0], runs.find((r) => r.succeeded)]
+        expect((succeeded?.startedAt ?? Infinity) - (failed?.endedAt ?? 0), id).toBeLessThan(60_000)
+      }
+    },
+  },
 ]

@@ -188,10 +188,12 @@ export function idempotencyScenarios(name: string, target: ScenarioTarget): void
       await mq.publisher('', q).send({}, { id: 'release-fails' })
       await eventually(() => successes === 1, 10_000, 'the retry to succeed after the lease')
       await eventually(async () => (await probe.count(q)) === 0 && mq.inFlight === 0)
+      // The failed release is tried again three times (100 ms, 500 ms, 2 s), then left to lapse.
+      await eventually(() => store.releases === 4, 10_000, 'the release tried four times')
       await sleep(400)
       expect(successes).toBe(1)
       expect(calls).toBe(2)
-      expect(store.releases).toBe(1)
+      expect(store.releases).toBe(4)
       expect(await probe.count(`${q}.dlq`)).toBe(0)
     })
 

@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { regressions } from './regressions.js'
@@ -13,6 +14,9 @@ const slowMs =
   process.env['ACEMQ_SIM_SLOW_MS'] === undefined
     ? undefined
     : Number(process.env['ACEMQ_SIM_SLOW_MS'])
+// ACEMQ_SIM_WATCH=/tmp/current.json writes each schedule there before it runs: after a run that
+// hangs, the file holds the schedule that hung.
+const watchFile = process.env['ACEMQ_SIM_WATCH']
 
 /** The command that runs exactly this counterexample again. */
 function replay(details: fc.RunDetails<[Schedule]>): string {
@@ -29,6 +33,8 @@ describe('the engine under seeded fault schedules', () => {
       const details = await fc.check(
         fc.asyncProperty(schedules, async (schedule) => {
           count++
+          if (watchFile !== undefined)
+            writeFileSync(watchFile, `#${count}: ${JSON.stringify(schedule)}\n`)
           const started = performance.now()
           const verdict = await runSchedule(schedule)
           const took = performance.now() - started
@@ -48,6 +54,9 @@ describe('the engine under seeded fault schedules', () => {
           // A shrink reruns whole schedules: bounded, so a failure is reported in minutes.
           maxSkipsPerRun: 0,
           interruptAfterTimeLimit: 50 * 60_000,
+          // ACEMQ_SIM_NO_SHRINK=1 reports the first failing schedule as found (a shrink of a
+          // schedule that spins reruns it whole each time, for minutes).
+          ...(process.env['ACEMQ_SIM_NO_SHRINK'] === undefined ? {} : { endOnFailure: true }),
         },
       )
       const seconds = ((performance.now() - began) / 1_000).toFixed(1)

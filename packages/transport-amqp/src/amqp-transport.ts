@@ -50,7 +50,7 @@ import {
 import { resolveNodes } from './internal/endpoint.js'
 import type { NodeSet } from './internal/endpoint.js'
 import { ManagedConnection } from './internal/managed-connection.js'
-import type { Backoff } from './internal/managed-connection.js'
+import type { Backoff } from './internal/amqp-helpers.js'
 import { validNodeOrder } from './internal/node-order.js'
 import { Permits } from './internal/permits.js'
 import { scrubSecrets } from './internal/secrets.js'

@@ -1,6 +1,5 @@
 import type { Channel, ChannelModel } from 'amqplib'
 import type { MessageProperties } from '@acemq/core'
-import type { Backoff } from './managed-connection.js'
 
 /** The AMQP basic properties the transport carries, in both directions. */
 export const PROPERTY_NAMES = [
@@ -19,6 +18,16 @@ export const PROPERTY_NAMES = [
 
 /** How long a polite close may take before the socket is destroyed (2 s). */
 export const CLOSE_TIMEOUT = 2_000
+
+/**
+ * Reconnect and re-subscribe backoff in milliseconds. It lives here, beside
+ * {@link backoffDelay}, so the connection and the subscriptions that use it import it from
+ * below them (the connection imports this file).
+ */
+export interface Backoff {
+  readonly initialDelay: number
+  readonly maxDelay: number
+}
 
 /** Exponential backoff, factor 2, ±20 % jitter, capped at `maxDelay`. `attempt` counts from 1. */
 export function backoffDelay(backoff: Backoff, attempt: number): number {

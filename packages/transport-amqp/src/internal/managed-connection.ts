@@ -4,17 +4,11 @@ import { AceMqError, ErrorCodes, describeError, errorCodeOf } from '@acemq/core'
 import type { AmqpNodeOrder } from '../amqp-transport-options.js'
 import type { ConnectionRole, Endpoint, NodeSet } from './endpoint.js'
 import { sanitizeError, scrubSecrets } from './secrets.js'
-import { backoffDelay, closeModelQuietly } from './amqp-helpers.js'
+import { backoffDelay, closeModelQuietly, type Backoff } from './amqp-helpers.js'
 import { watchHeartbeats } from './heartbeat-watchdog.js'
 import { attemptOrder } from './node-order.js'
 import { describeHandshakeFailure } from './handshake-failure.js'
 import { describeTlsFailure } from './tls-failure.js'
-
-/** Reconnect backoff in milliseconds, or `undefined` when recovery is off. */
-export interface Backoff {
-  readonly initialDelay: number
-  readonly maxDelay: number
-}
 
 /** What a {@link ManagedConnection} asks of its owner. */
 export interface ConnectionHooks {
@@ -52,6 +46,7 @@ export class ManagedConnection {
   readonly #role: ConnectionRole
   readonly #nodes: NodeSet
   readonly #order: AmqpNodeOrder
+  /** `undefined` when recovery is off. */
   readonly #backoff: Backoff | undefined
   readonly #connectTimeoutMs: number
   readonly #hooks: ConnectionHooks

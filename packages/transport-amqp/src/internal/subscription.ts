@@ -7,9 +7,8 @@ import type {
   SubscriptionStatus,
   TransportSubscription,
 } from '@acemq/core'
-import { PROPERTY_NAMES, backoffDelay, closeChannelQuietly } from './amqp-helpers.js'
+import { PROPERTY_NAMES, backoffDelay, closeChannelQuietly, type Backoff } from './amqp-helpers.js'
 import { ChannelAcks, type AckSlot } from './channel-acks.js'
-import type { Backoff } from './managed-connection.js'
 import { typedHeaders } from './wire-headers.js'
 
 /** What a subscription needs from the transport that owns it. */

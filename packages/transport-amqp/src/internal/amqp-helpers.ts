@@ -1,4 +1,5 @@
 import type { Channel, ChannelModel } from 'amqplib'
+import { describeError } from '@acemq/core'
 import type { MessageProperties } from '@acemq/core'
 
 /** The AMQP basic properties the transport carries, in both directions. */
@@ -93,4 +94,20 @@ export async function closeChannelQuietly(channel: Channel): Promise<void> {
     return
   }
   await withTimeout(closing, () => undefined)
+}
+
+/**
+ * A short-lived channel for declarations and passive checks: a broker refusal closes it (and
+ * only it), so its `error` events are expected and ignored; a throwing listener is reported.
+ */
+export async function openShortLivedChannel(
+  model: ChannelModel,
+  warn: (message: string) => void,
+): Promise<Channel> {
+  const channel = await model.createChannel()
+  channel.on('error', () => undefined)
+  channel.on('handler-error', (error: Error, event: string) =>
+    warn(`a listener for a declaration channel's '${event}' event threw: ${describeError(error)}`),
+  )
+  return channel
 }

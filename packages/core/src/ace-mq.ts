@@ -1,9 +1,10 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { CodecRegistry } from './codec/codec-registry.js'
-import { DEFAULT_DRAIN_TIMEOUT, HANDLER_ABANDON_TIMEOUT } from './constants.js'
+import { DEFAULT_DRAIN_TIMEOUT } from './constants.js'
 import { ConsumerOptions } from './consumer/consumer-options.js'
 import {
   ConsumerEngine,
+  drainOrAbandon,
   graceUntil,
   waitFor,
   type Consumer,
@@ -653,12 +654,7 @@ export class AceMq implements AsyncDisposable {
     await Promise.all(consumers.map((c) => c.stopIntake()))
     const idle = (except: TaskSet): Promise<void> =>
       Promise.all(consumers.map((c) => c.whenIdle(except))).then(() => undefined)
-    if (!(await waitFor(idle(this.#inside), drainTimeoutMs))) {
-      for (const consumer of consumers) consumer.abortHandlers()
-      if (!(await waitFor(idle(this.#inside), HANDLER_ABANDON_TIMEOUT))) {
-        for (const consumer of consumers) consumer.abandonRunning()
-      }
-    }
+    await drainOrAbandon(consumers, () => idle(this.#inside), drainTimeoutMs)
     this.#othersDrained.resolve()
     // Handlers waiting inside a drain or close were not waited for (the ones that called close()
     // were answered just now): give them what is left of the drain (at least the abandon grace)

@@ -130,6 +130,17 @@ interface Lane {
   retired: boolean
 }
 
+/**
+ * One delivery being handled, from its decoded envelope on: what every step of its handling
+ * (handler, settle, retry, put back, set aside, forward) needs, passed along as one.
+ */
+interface Handling {
+  readonly task: DeliveryTask
+  readonly envelope: Envelope
+  readonly headers: Headers
+  readonly scope: ProcessScope | undefined
+}
+
 /** The longest a failed move waits before it is tried again. */
 const MAX_MOVE_BACKOFF_MS = 30_000
 /** The first wait before a failed move is tried again. */
@@ -501,10 +512,7 @@ export class ConsumerEngine<T> implements Consumer {
     await this.stopIntake()
     // Handlers waiting inside a drain or close (this one's caller among them) are not waited for.
     const except = this.#host.insideWaits
-    if (!(await waitFor(this.whenIdle(except), drainTimeoutMs))) {
-      this.abortHandlers()
-      if (!(await waitFor(this.whenIdle(except), HANDLER_ABANDON_TIMEOUT))) this.abandonRunning()
-    }
+    await drainOrAbandon([this], () => this.whenIdle(except), drainTimeoutMs)
     // Handlers waiting inside a drain or close were not waited for: give them what is left of
     // the drain (at least the abandon grace) to return and settle before the channel closes
     // under them, the caller excepted. Asked of every handler, not only those still inside: a
@@ -659,9 +667,8 @@ export class ConsumerEngine<T> implements Consumer {
         attempt: envelope.attempt,
         headers,
       })
-      handled =
-        this.#handlePlain(task, envelope, headers, scope) ??
-        this.#handle(task, envelope, headers, scope)
+      const handling: Handling = { task, envelope, headers, scope }
+      handled = this.#handlePlain(handling) ?? this.#handle(handling)
     } catch (error) {
       this.#defect(task, scope, error)
       return
@@ -700,16 +707,11 @@ export class ConsumerEngine<T> implements Consumer {
    * {@link #handle} takes it, and a body that does not decode is decoded there again and parked
    * with the reason.
    */
-  #handlePlain(
-    task: DeliveryTask,
-    envelope: Envelope,
-    headers: Headers,
-    scope: ProcessScope | undefined,
-  ): Settled | Promise<Settled> | undefined {
+  #handlePlain(handling: Handling): Settled | Promise<Settled> | undefined {
     // A pipeline step forwards what it accepts: #handle does that. An ordered consumer's run
     // that fails goes on in place (#settleHandled), one that succeeds is settled here.
     if (this.#options.store !== undefined || this.#step !== undefined) return undefined
-    const { delivery } = task
+    const { delivery } = handling.task
     const codec = this.#host.codecs.find(delivery.properties.contentType)
     if (codec === undefined) return undefined
     let payload: T
@@ -718,38 +720,26 @@ export class ConsumerEngine<T> implements Consumer {
     } catch {
       return undefined
     }
-    const message = this.#message(delivery, payload, envelope, headers)
-    const result = this.#runHandler(task, message, this.#context, scope)
-    if (!(result instanceof Promise)) {
-      return this.#settleHandled(task, envelope, message, result, scope)
-    }
-    return result.then((settled) => this.#settleHandled(task, envelope, message, settled, scope))
+    const message = this.#message(handling, payload)
+    const result = this.#runHandler(handling, message)
+    if (!(result instanceof Promise)) return this.#settleHandled(handling, message, result)
+    return result.then((settled) => this.#settleHandled(handling, message, settled))
   }
 
   /** What {@link #handle} does after the handler, for a plain or an ordered consumer. */
   #settleHandled(
-    task: DeliveryTask,
-    envelope: Envelope,
+    handling: Handling,
     message: Message<T>,
     result: AckResult,
-    scope: ProcessScope | undefined,
   ): Settled | Promise<Settled> {
-    if (task.abandoned) return 'abandoned'
+    if (handling.task.abandoned) return 'abandoned'
     if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {
-      return this.#runAgainInPlace(
-        this.#inPlace,
-        task,
-        envelope,
-        message,
-        this.#context,
-        scope,
-        result,
-      )
+      return this.#runAgainInPlace(this.#inPlace, handling, message, result)
     }
-    return this.#settle(task, envelope, result, scope)
+    return this.#settle(handling, result)
   }
 
-  #message(delivery: Delivery, payload: T, envelope: Envelope, headers: Headers): Message<T> {
+  #message({ task: { delivery }, envelope, headers }: Handling, payload: T): Message<T> {
     return {
       payload,
       envelope,
@@ -761,30 +751,20 @@ export class ConsumerEngine<T> implements Consumer {
     }
   }
 
-  async #handle(
-    task: DeliveryTask,
-    envelope: Envelope,
-    headers: Headers,
-    scope: ProcessScope | undefined,
-  ): Promise<Settled> {
+  async #handle(handling: Handling): Promise<Settled> {
+    const { task, envelope } = handling
     const { delivery } = task
     const contentType = delivery.properties.contentType
     const codec = this.#host.codecs.find(contentType)
     if (codec === undefined) {
       const reason = `could not decode: no codec for content type '${contentType ?? ''}'`
-      return this.#setAside(task, envelope, 'parked', reason, scope)
+      return this.#setAside(handling, 'parked', reason)
     }
     let payload: T
     try {
       payload = codec.decode(delivery.body) as T
     } catch (error) {
-      return this.#setAside(
-        task,
-        envelope,
-        'parked',
-        `could not decode: ${describeError(error)}`,
-        scope,
-      )
+      return this.#setAside(handling, 'parked', `could not decode: ${describeError(error)}`)
     }
 
     const store = this.#options.store
@@ -798,7 +778,7 @@ export class ConsumerEngine<T> implements Consumer {
       } catch (error) {
         // No store can ever claim it: asking again would put it back for ever.
         const reason = `invalid message id: ${describeError(error)}`
-        return this.#setAside(task, envelope, 'parked', reason, scope)
+        return this.#setAside(handling, 'parked', reason)
       }
       let claim: ClaimResult
       try {
@@ -806,12 +786,12 @@ export class ConsumerEngine<T> implements Consumer {
       } catch (error) {
         if (errorCodeOf(error) === ErrorCodes.CONFIGURATION) {
           const reason = `the idempotency store refused the message id: ${describeError(error)}`
-          return this.#setAside(task, envelope, 'parked', reason, scope)
+          return this.#setAside(handling, 'parked', reason)
         }
         // The store could not answer: nothing ran, so put the message back unchanged and
         // ask again later. It is never acked unhandled, and spends no attempt.
         this.#storeFailed(error, `the idempotency store could not claim message ${envelope.id}`)
-        return this.#putBack(task, envelope, this.#options.inProgressDelayMs, 'retried', scope)
+        return this.#putBack(handling, this.#options.inProgressDelayMs, 'retried')
       }
       this.#storeFailure = undefined
       if (claim === 'duplicate') {
@@ -819,7 +799,7 @@ export class ConsumerEngine<T> implements Consumer {
         return 'acked'
       }
       if (claim === 'in_progress') {
-        return this.#putBack(task, envelope, this.#options.inProgressDelayMs, 'in_progress', scope)
+        return this.#putBack(handling, this.#options.inProgressDelayMs, 'in_progress')
       }
       if (delivery.settleable === false) {
         // The channel went while the store answered: the broker has the message back.
@@ -828,23 +808,22 @@ export class ConsumerEngine<T> implements Consumer {
       }
     }
 
-    const message = this.#message(delivery, payload, envelope, headers)
-    const context = this.#context
+    const message = this.#message(handling, payload)
     this.#step?.arrived(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
-    const result = await this.#runHandler(task, message, context, scope)
+    const result = await this.#runHandler(handling, message)
     if (task.abandoned) return 'abandoned'
     if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {
-      return this.#runAgainInPlace(this.#inPlace, task, envelope, message, context, scope, result)
+      return this.#runAgainInPlace(this.#inPlace, handling, message, result)
     }
     if (this.#step !== undefined && result.kind === 'accept') {
-      return this.#forward(this.#step, task, envelope, message, { store, key, owner }, scope)
+      return this.#forward(this.#step, handling, message, { store, key, owner })
     }
 
     if (store !== undefined) {
       if (result.kind === 'accept') await this.#confirm(store, key, owner as string)
       else this.#release(store, key, owner)
     }
-    return this.#settle(task, envelope, result, scope)
+    return this.#settle(handling, result)
   }
 
   /**
@@ -856,20 +835,19 @@ export class ConsumerEngine<T> implements Consumer {
    */
   async #forward(
     step: StepHook,
-    task: DeliveryTask,
-    envelope: Envelope,
+    handling: Handling,
     message: Message<T>,
     claim: {
       readonly store: IdempotencyStore | undefined
       readonly key: string
       readonly owner: string | undefined
     },
-    scope: ProcessScope | undefined,
   ): Promise<Settled> {
+    const { task } = handling
     const { store, key, owner } = claim
     const hop = step.nextHop(message as Message<unknown>)
     if (hop !== undefined) {
-      const published = await this.#publishHop(task, envelope, hop, scope)
+      const published = await this.#publishHop(handling, hop)
       if (published !== 'moved') {
         if (store !== undefined) this.#release(store, key, owner)
         return published
@@ -882,12 +860,7 @@ export class ConsumerEngine<T> implements Consumer {
     return 'acked'
   }
 
-  async #publishHop(
-    task: DeliveryTask,
-    envelope: Envelope,
-    hop: Hop,
-    scope: ProcessScope | undefined,
-  ): Promise<Settled | 'moved'> {
+  async #publishHop(handling: Handling, hop: Hop): Promise<Settled | 'moved'> {
     const target = hop.message.routingKey
     const publish = (): Promise<void> =>
       this.#host.transport.publish(hop.message, {
@@ -906,12 +879,12 @@ export class ConsumerEngine<T> implements Consumer {
     if (isPermanent(failure)) {
       hop.ended(failure)
       const reason = `could not publish the next step's message to '${target}': ${describeError(failure)}`
-      return this.#setAside(task, envelope, 'parked', reason, scope)
+      return this.#setAside(handling, 'parked', reason)
     }
     const published = await this.#tryAgain(
-      task,
+      handling.task,
       target,
-      envelope.id,
+      handling.envelope.id,
       publish,
       hop.declarations,
       failure,
@@ -928,22 +901,20 @@ export class ConsumerEngine<T> implements Consumer {
    */
   async #runAgainInPlace(
     inPlace: InPlaceFailures,
-    task: DeliveryTask,
-    envelope: Envelope,
+    handling: Handling,
     message: Message<T>,
-    context: HandlerContext,
-    scope: ProcessScope | undefined,
     firstResult: AckResult,
   ): Promise<Settled> {
+    const { task, scope } = handling
     let result = firstResult
     for (let failures = 1; ; failures++) {
       if (result.kind !== 'retry' && result.kind !== 'release') {
-        return this.#settle(task, envelope, result, scope)
+        return this.#settle(handling, result)
       }
       const reason = result.kind === 'retry' ? result.reason : 'released by the handler'
       const step = inPlace.failed(message as Message<unknown>, failures, reason)
       if (step.kind === 'give-up') {
-        return this.#setAside(task, envelope, 'dead_lettered', step.reason, scope)
+        return this.#setAside(handling, 'dead_lettered', step.reason)
       }
       const cut = await this.#hold(task, step.kind === 'again' ? step.delayMs : step.until)
       if (cut !== undefined) {
@@ -953,7 +924,7 @@ export class ConsumerEngine<T> implements Consumer {
       if (step.kind === 'again') scope?.retried(step.delayMs, false)
       // A resumed halt starts counting again.
       else failures = 0
-      result = await this.#runHandler(task, message, context, scope)
+      result = await this.#runHandler(handling, message)
       if (task.abandoned) return 'abandoned'
     }
   }
@@ -1056,12 +1027,7 @@ export class ConsumerEngine<T> implements Consumer {
    * promise is read at once, with no promise made for it (on Node 20 every promise also runs
    * the AsyncLocalStorage's hooks).
    */
-  #runHandler(
-    task: DeliveryTask,
-    message: Message<T>,
-    context: HandlerContext,
-    scope: ProcessScope | undefined,
-  ): AckResult | Promise<AckResult> {
+  #runHandler({ task, scope }: Handling, message: Message<T>): AckResult | Promise<AckResult> {
     const started = scope === undefined ? 0 : performance.now()
     let returned: unknown
     try {
@@ -1071,7 +1037,7 @@ export class ConsumerEngine<T> implements Consumer {
         invokeHandler,
         this.#handler,
         message,
-        context,
+        this.#context,
         scope,
       )
     } catch (error) {
@@ -1085,13 +1051,8 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   /** Not async: an accepted message is acked without a promise around it. */
-  #settle(
-    task: DeliveryTask,
-    envelope: Envelope,
-    result: AckResult,
-    scope: ProcessScope | undefined,
-  ): Settled | Promise<Settled> {
-    const { delivery } = task
+  #settle(handling: Handling, result: AckResult): Settled | Promise<Settled> {
+    const { delivery } = handling.task
     switch (result.kind) {
       case 'accept':
         delivery.ack()
@@ -1100,20 +1061,19 @@ export class ConsumerEngine<T> implements Consumer {
         delivery.nack(true)
         return 'released'
       case 'dead-letter':
-        return this.#setAside(task, envelope, 'rejected', result.reason, scope)
+        return this.#setAside(handling, 'rejected', result.reason)
       case 'park':
-        return this.#setAside(task, envelope, 'parked', result.reason, scope)
+        return this.#setAside(handling, 'parked', result.reason)
       case 'retry':
-        return this.#retry(task, envelope, result, scope)
+        return this.#retry(handling, result)
     }
   }
 
   async #retry(
-    task: DeliveryTask,
-    envelope: Envelope,
+    handling: Handling,
     result: Extract<AckResult, { kind: 'retry' }>,
-    scope: ProcessScope | undefined,
   ): Promise<Settled> {
+    const { task, envelope, scope } = handling
     const policy = this.#options.retryPolicy
     let delayMs: number
     let target = this.queue
@@ -1126,7 +1086,7 @@ export class ConsumerEngine<T> implements Consumer {
         const why =
           policy.giveUpReason(envelope.attempt, age) ??
           `gave up after ${envelope.attempt} attempt(s)`
-        return this.#setAside(task, envelope, 'dead_lettered', `${why}: ${result.reason}`, scope)
+        return this.#setAside(handling, 'dead_lettered', `${why}: ${result.reason}`)
       }
       delayMs = wait.delayMs
       if (wait.inBroker) target = rungQueueName(this.queue, wait.delayMs)
@@ -1151,12 +1111,11 @@ export class ConsumerEngine<T> implements Consumer {
 
   /** In progress (or a store that could not answer): wait, then put back with the attempt unchanged. */
   async #putBack(
-    task: DeliveryTask,
-    envelope: Envelope,
+    handling: Handling,
     delayMs: number,
     outcome: 'in_progress' | 'retried',
-    scope: ProcessScope | undefined,
   ): Promise<Settled> {
+    const { task, envelope, scope } = handling
     if (!(await this.#wait(task, delayMs, true))) {
       task.delivery.nack(true)
       return 'released'
@@ -1173,17 +1132,15 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   async #setAside(
-    task: DeliveryTask,
-    envelope: Envelope,
+    handling: Handling,
     outcome: 'dead_lettered' | 'rejected' | 'parked',
     reason: string,
-    scope: ProcessScope | undefined,
   ): Promise<Settled> {
     const target =
       outcome === 'parked' ? parkedQueueName(this.queue) : deadLetterQueueName(this.queue)
-    const moved = await this.#move(task, target, envelope, reason)
+    const moved = await this.#move(handling.task, target, handling.envelope, reason)
     if (moved !== 'moved') return moved
-    scope?.setAside(outcome, target, reason)
+    handling.scope?.setAside(outcome, target, reason)
     return outcome
   }
 
@@ -1441,6 +1398,22 @@ function withTimeout<R>(
  * Resolves true when `promise` settles within `ms`, false otherwise. Any length works: waits
  * past setTimeout's 2^31−1 ms limit are taken in steps.
  */
+/**
+ * The drain of a close, a consumer's or the connection's: waits up to `drainTimeoutMs` for
+ * `idle()`, then aborts the handlers' signals and waits {@link HANDLER_ABANDON_TIMEOUT} more,
+ * then gives up on the handlers still running (their late outcomes are discarded).
+ */
+export async function drainOrAbandon(
+  consumers: readonly Pick<ConsumerEngine<unknown>, 'abortHandlers' | 'abandonRunning'>[],
+  idle: () => Promise<unknown>,
+  drainTimeoutMs: number,
+): Promise<void> {
+  if (await waitFor(idle(), drainTimeoutMs)) return
+  for (const consumer of consumers) consumer.abortHandlers()
+  if (await waitFor(idle(), HANDLER_ABANDON_TIMEOUT)) return
+  for (const consumer of consumers) consumer.abandonRunning()
+}
+
 /**
  * How long a close still waits for handlers it did not drain (those waiting inside a drain or
  * close): what is left of its drain, and never less than the abandon grace.

@@ -1395,10 +1395,6 @@ function withTimeout<R>(
 }
 
 /**
- * Resolves true when `promise` settles within `ms`, false otherwise. Any length works: waits
- * past setTimeout's 2^31−1 ms limit are taken in steps.
- */
-/**
  * The drain of a close, a consumer's or the connection's: waits up to `drainTimeoutMs` for
  * `idle()`, then aborts the handlers' signals and waits {@link HANDLER_ABANDON_TIMEOUT} more,
  * then gives up on the handlers still running (their late outcomes are discarded).
@@ -1422,6 +1418,10 @@ export function graceUntil(deadline: number): number {
   return Math.max(deadline - Date.now(), HANDLER_ABANDON_TIMEOUT)
 }
 
+/**
+ * Resolves true when `promise` settles within `ms`, false otherwise. Any length works: waits
+ * past setTimeout's 2^31−1 ms limit are taken in steps.
+ */
 export async function waitFor(promise: Promise<unknown>, ms: number): Promise<boolean> {
   if (ms <= 0) {
     let done = false

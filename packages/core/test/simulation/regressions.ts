@@ -569,4 +569,95 @@ export const regressions: readonly Regression[] = [
       }
     },
   },
+  {
+    // Finding 11 (the harness, 100,000-schedule run): after a consumer closed from a handler with
+    // a 50 ms drain, under late confirms, a claim stayed held and the message's deliveries went
+    // round as in progress every 100 ms until the 300 s lease ran out; then everything settled
+    // and every check passes. The judge allowed 20,000 timers after the faults healed and called
+    // it never settling; the heal phase now allows 200,000 (a lease's worth of put-backs).
+    name: 'finding 11: messages in progress until a lease held by a given-up handler lapses are waited for, not called a livelock',
+    schedule: {
+      seed: 92620640,
+      queues: [
+        {
+          type: 'classic',
+          deliveryLimit: 2,
+          consumerTimeoutMs: 150000,
+          retry: { kind: 'broker', attempts: 2, delayMs: 5000 },
+          idempotent: true,
+          claimTimeoutMs: 300000,
+          storeTimeoutMs: 2000,
+          inProgressDelayMs: 100,
+          heldTimeoutMs: 1000,
+          consumers: [
+            { prefetch: 3, concurrency: 3 },
+            { prefetch: 4, concurrency: 2 },
+          ],
+        },
+        {
+          type: 'classic',
+          deliveryLimit: 6,
+          consumerTimeoutMs: 60000,
+          retry: { kind: 'fixed', attempts: 4, delayMs: 10 },
+          idempotent: false,
+          claimTimeoutMs: 300000,
+          storeTimeoutMs: 200,
+          inProgressDelayMs: 1000,
+          heldTimeoutMs: 1000,
+          consumers: [{ prefetch: 2, concurrency: 1 }],
+        },
+      ],
+      messages: [
+        {
+          queue: 0,
+          at: 9842,
+          script: [
+            { kind: 'fail-after', ms: 10 },
+            { kind: 'throw' },
+            { kind: 'publish', to: 'missing-exchange', afterMs: 1 },
+          ],
+          foreign: false,
+        },
+        { queue: 1, at: 12574, script: [{ kind: 'dead-letter' }], foreign: true },
+        { queue: 1, at: 44338, script: [{ kind: 'ok' }], foreign: false },
+        {
+          queue: 0,
+          at: 5036,
+          script: [{ kind: 'retry' }, { kind: 'close-consumer', drainMs: 50 }],
+          foreign: false,
+        },
+        {
+          queue: 1,
+          at: 0,
+          script: [{ kind: 'release' }, { kind: 'slow', ms: 300 }],
+          foreign: true,
+        },
+        {
+          queue: 0,
+          at: 30119,
+          script: [
+            { kind: 'ok' },
+            { kind: 'fail-after', ms: 3000 },
+            { kind: 'ok' },
+            { kind: 'ok' },
+          ],
+          foreign: false,
+        },
+        {
+          queue: 1,
+          at: 40319,
+          script: [{ kind: 'retry', delayMs: 3000000000 }, { kind: 'dead-letter' }],
+          foreign: false,
+        },
+      ],
+      events: [
+        { at: 420, event: { kind: 'late-confirm', count: 3, delayMs: 20000 } },
+        { at: 26870, event: { kind: 'channel-close', queue: 0 } },
+        { at: 34218, event: { kind: 'missing-exchange-publish' } },
+        { at: 58952, event: { kind: 'connection-loss', which: 'publish', outageMs: 100 } },
+        { at: 53678, event: { kind: 'late-confirm', count: 5, delayMs: 20000 } },
+      ],
+      finalDrainMs: 30000,
+    },
+  },
 ]

@@ -119,7 +119,7 @@ export const TARGETS = [
   },
   {
     name: 'store-kysely',
-    floor: 76,
+    floor: 85,
     mutate: () =>
       members(KYSELY_STORE, [
         '  async tryClaim(',

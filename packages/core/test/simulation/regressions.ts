@@ -623,7 +623,10 @@ export const regressions: readonly Regression[] = [
         {
           queue: 0,
           at: 5036,
-          script: [{ kind: 'retry' }, { kind: 'close-consumer', drainMs: 50 }],
+          script: [
+            { kind: 'retry', delayMs: undefined },
+            { kind: 'close-consumer', drainMs: 50 },
+          ],
           foreign: false,
         },
         {

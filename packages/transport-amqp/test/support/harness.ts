@@ -20,19 +20,8 @@ export function message(
   }
 }
 
-/** Waits until `condition` holds, polling every 10 ms, or throws after `timeoutMs`. */
-export async function eventually(
-  condition: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-  what = 'the condition',
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await condition()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`${what} did not hold within ${timeoutMs} ms`)
-}
+// The kit's poll, under the name this suite's files import.
+export { eventually } from '@acemq/testing/helpers'
 
 /** Resolves with the next event of `type` (or rejects after `timeoutMs`). */
 export function nextEvent<T extends TransportEvent['type']>(

@@ -663,4 +663,35 @@ export const regressions: readonly Regression[] = [
       finalDrainMs: 30000,
     },
   },
+  {
+    // Finding 12 (100,000-schedule run): a handler waited inside a drain of the connection (35
+    // days) for a handler on another queue; that queue's consumer was closed with a 10 s drain and
+    // gave up on its handler at 15 s. Giving up reported the handler gone before it left the
+    // running set, so the drain looked, saw it still running, and was never told again: it never
+    // answered. A close (35-day drain) then waited for the handler inside it for the rest of
+    // those 35 days (with a fixed grace, it closed the channel under it and lost its ack). A
+    // handler given up on now leaves the running set before anyone is told.
+    name: 'finding 12: a drain from inside answers when another consumer’s close gives up on the handler it waits for',
+    schedule: schedule(
+      [
+        queue({ type: 'quorum', consumers: [{ prefetch: 4, concurrency: 2 }] }),
+        queue({ consumers: [{ prefetch: 1, concurrency: 1 }] }),
+      ],
+      [
+        message([{ kind: 'fail-after', ms: 40_000 }, ok], 0, { queue: 1 }),
+        message([{ kind: 'drain', timeoutMs: 3_000_000_000 }], 0),
+      ],
+      [
+        [5, { kind: 'close-consumer', consumer: 1, drainMs: 10_000 }],
+        [16_000, { kind: 'close', drainMs: 3_000_000_000 }],
+      ],
+      1_000,
+    ),
+    check(world) {
+      const runs = runsOf(world, 'm1').runs
+      expect(runs).toHaveLength(1)
+      expect(runs[0]?.endedAt).toBe(15_005)
+      expect(runs[0]?.delivery?.written?.kind).toBe('ack')
+    },
+  },
 ]

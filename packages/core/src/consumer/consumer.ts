@@ -469,12 +469,15 @@ export class ConsumerEngine<T> implements Consumer {
 
   /** Gives up on the handlers still running: their late outcomes are discarded. */
   abandonRunning(): void {
-    // Given up on: nothing waits for them any more, and nothing counts them in `inFlight`.
-    for (const task of this.#running) {
+    // Given up on: nothing waits for them any more, and nothing counts them in `inFlight`. They
+    // leave the running set before anyone is told: a drain told first would look, still see them
+    // running, and never be told again (simulation finding 12).
+    const abandoned = [...this.#running]
+    this.#running.clear()
+    for (const task of abandoned) {
       task.abandoned = true
       this.#host.inFlightChanged(-1)
     }
-    this.#running.clear()
     for (const task of this.#waiting.keys()) task.abandoned = true
     this.#waiting.clear()
     this.#notifyIdle()

@@ -63,6 +63,8 @@ export const ErrorCodes = Object.freeze({
   STORE_INCONSISTENT: 'ACEMQ_STORE_INCONSISTENT',
   /** An ordered queue's partition stopped on a message that kept failing. */
   PARTITION_HALTED: 'ACEMQ_PARTITION_HALTED',
+  /** An object was asked for something its state does not allow: a defect, report it. */
+  INVALID_STATE: 'ACEMQ_INVALID_STATE',
   /** The transport lacks what the operation needs (replay without `getOne`). */
   UNSUPPORTED: 'ACEMQ_UNSUPPORTED',
   /** `shutdownOnSignals`' `onShutdown` threw or rejected. */

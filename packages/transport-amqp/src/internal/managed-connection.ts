@@ -98,7 +98,12 @@ export class ManagedConnection {
 
   /** The first connect: one attempt, no retries, so a misconfigured service fails at start-up. */
   async open(): Promise<void> {
-    if (this.#state !== 'idle') throw new AceMqError('the connection was already opened')
+    if (this.#state !== 'idle') {
+      throw new AceMqError(
+        `the ${this.#role} connection was already opened (it is ${this.#state}): open() is called once`,
+        { code: ErrorCodes.INVALID_STATE },
+      )
+    }
     this.#state = 'connecting'
     let model: ChannelModel
     let node: Endpoint

@@ -151,6 +151,56 @@ const CANCEL_TIMEOUT_MS = 5_000
 type Settled = ConsumeOutcome | 'released' | 'abandoned'
 
 /**
+ * Where a consumer is in its life. Every change goes through {@link ConsumerEngine}'s `#moveTo`,
+ * which refuses (`ACEMQ_INVALID_STATE`) any move not drawn here:
+ *
+ * ```text
+ *   consuming ──#letGoWhilePaused──▶ detached ──pump (resumed)──▶ resubscribing
+ *       ▲                                ▲                              │
+ *       └──────── subscribed again ──────┼──────────────────────────────┤
+ *                                        └─ ended, neither subscribed ──┘
+ *                                           nor stopped (defensive)
+ *   consuming | detached | resubscribing ──stopIntake──▶ stopped
+ *   stopped ──close() from inside its own handler──▶ closingWhenIdle
+ *   stopped | closingWhenIdle | closed ──closeChannel──▶ closed
+ * ```
+ *
+ * - `consuming`: subscribed (or subscribing, before `start` returns). Deliveries are taken and
+ *   handed to handlers unless the connection has paused consuming.
+ * - `detached`: let go of its subscription after a long pause (`heldTimeout`); the first pump
+ *   after consuming resumes subscribes again. Deliveries still buffered may be handed over.
+ * - `resubscribing`: subscribing again after a long pause, retrying with backoff until it works
+ *   or the consumer stops.
+ * - `stopped`: intake stopped (a close of the consumer or of its connection): no new deliveries,
+ *   no waits; handlers running are drained or abandoned, then the channel closes.
+ * - `closingWhenIdle`: closed from inside one of its own handlers: the channel closes as soon as
+ *   no handler of this consumer runs any more.
+ * - `closed`: its channels are closed.
+ *
+ * The first three take deliveries ({@link intakeOpen}); the last three never do again.
+ */
+type ConsumerState =
+  'consuming' | 'detached' | 'resubscribing' | 'stopped' | 'closingWhenIdle' | 'closed'
+
+/** The moves allowed out of each state (see {@link ConsumerState}). */
+const TRANSITIONS: Readonly<Record<ConsumerState, readonly ConsumerState[]>> = {
+  consuming: ['detached', 'stopped'],
+  detached: ['resubscribing', 'stopped'],
+  resubscribing: ['consuming', 'detached', 'stopped'],
+  stopped: ['closingWhenIdle', 'closed'],
+  closingWhenIdle: ['closed'],
+  closed: ['closed'],
+}
+
+/**
+ * Whether a consumer in `state` still takes deliveries. On the per-delivery path: the common
+ * state is compared first, so it costs one comparison, as the boolean it replaced did.
+ */
+function intakeOpen(state: ConsumerState): boolean {
+  return state === 'consuming' || state === 'detached' || state === 'resubscribing'
+}
+
+/**
  * The engine: decodes, claims, runs the handler and turns its result into the action the
  * design names (docs/design.md, "What the consumer does") — ack, retry in the consumer or
  * through a rung, dead-letter, park, release — acking the original only after the broker has
@@ -181,17 +231,14 @@ export class ConsumerEngine<T> implements Consumer {
   /** What every handler of this consumer is given besides its message. */
   readonly #context: HandlerContext
   #lane: Lane | undefined
-  #cancelled = false
+  /** Where it is in its life; changed only by {@link #moveTo}. */
+  #state: ConsumerState = 'consuming'
   /** {@link pump}'s loop is running (a handler inside it pumps again). */
   #pumping = false
+  /** What {@link close} answers, once it has been called: every call answers the same. */
   #closing: Promise<void> | undefined
   #holdTimer: ReturnType<typeof setTimeout> | undefined
-  /** Let go of its subscription during a long pause; subscribes again on resume. */
-  #detached = false
-  #resubscribing = false
   #storeFailure: string | undefined
-  /** Closed from inside its own handler: the channel closes once that handler has settled. */
-  #closeChannelWhenIdle = false
   /** An ordered consumer's failure hook (see {@link InPlaceFailures}); undefined for the others. */
   readonly #inPlace: InPlaceFailures | undefined
   /** An ordered consumer's deliveries held after a failure. */
@@ -216,12 +263,23 @@ export class ConsumerEngine<T> implements Consumer {
     this.#context = Object.freeze({ signal: this.#handlerAbort.signal, queue })
   }
 
+  /** The one place the state changes; a move {@link TRANSITIONS} does not allow is a defect. */
+  #moveTo(next: ConsumerState): void {
+    if (!TRANSITIONS[this.#state].includes(next)) {
+      throw new AceMqError(
+        `the consumer on '${this.queue}' cannot go from '${this.#state}' to '${next}'`,
+        { code: ErrorCodes.INVALID_STATE },
+      )
+    }
+    this.#state = next
+  }
+
   get inFlight(): number {
     return this.#running.size
   }
 
   get held(): number {
-    return this.#host.consumingPaused || this.#cancelled ? this.#buffer.length : 0
+    return this.#host.consumingPaused || !intakeOpen(this.#state) ? this.#buffer.length : 0
   }
 
   get waiting(): number {
@@ -230,7 +288,7 @@ export class ConsumerEngine<T> implements Consumer {
 
   /** What this consumer is struggling with, or undefined when nothing. */
   trouble(): ConsumerTrouble | undefined {
-    const unsubscribed = !this.#cancelled && this.#lane !== undefined && this.#lane.lost
+    const unsubscribed = intakeOpen(this.#state) && this.#lane !== undefined && this.#lane.lost
     if (!unsubscribed && this.#failingMoves.size === 0 && this.#storeFailure === undefined)
       return undefined
     return {
@@ -267,12 +325,12 @@ export class ConsumerEngine<T> implements Consumer {
 
   /** Hands over held deliveries (after `resumeConsuming`), and subscribes again if it had to let go. */
   pump(): void {
-    if (this.#host.consumingPaused || this.#cancelled) return
+    if (this.#host.consumingPaused || !intakeOpen(this.#state)) return
     for (const hold of this.#holds) hold.resumed()
     // An ordered consumer holding a delivery runs nothing behind it.
     if (this.#holds.size > 0) return
     this.#clearHoldTimer()
-    if (this.#detached && !this.#resubscribing) void this.#resubscribe()
+    if (this.#state === 'detached') void this.#resubscribe()
     // A delivery handled without a promise finishes inside #start and pumps again: the loop
     // already running takes the next one, so the stack does not grow with the buffer.
     if (this.#pumping) return
@@ -296,7 +354,7 @@ export class ConsumerEngine<T> implements Consumer {
       this.#buffer.length > 0 &&
       this.#holds.size === 0 &&
       !this.#host.consumingPaused &&
-      !this.#cancelled
+      intakeOpen(this.#state)
     )
   }
 
@@ -310,7 +368,8 @@ export class ConsumerEngine<T> implements Consumer {
     // single active consumer while it still holds a delivery, and a requeue would put that
     // delivery behind the ones after it. (The broker's consumer_timeout closing the channel is
     // safe: a closed channel gives its deliveries back in their place.)
-    if (this.#holdTimer !== undefined || this.#cancelled || this.#inPlace !== undefined) return
+    if (this.#holdTimer !== undefined || !intakeOpen(this.#state) || this.#inPlace !== undefined)
+      return
     this.#holdTimer = setTimeout(() => {
       this.#holdTimer = undefined
       void this.#letGoWhilePaused()
@@ -326,28 +385,31 @@ export class ConsumerEngine<T> implements Consumer {
 
   async #letGoWhilePaused(): Promise<void> {
     const lane = this.#lane
-    if (!this.#host.consumingPaused || this.#cancelled || lane === undefined) return
+    // Only a consuming consumer has a lane: a detached or resubscribing one has none yet.
+    if (!this.#host.consumingPaused || this.#state !== 'consuming' || lane === undefined) return
     this.#lane = undefined
-    this.#detached = true
+    this.#moveTo('detached')
     lane.retired = true
     this.#requeueBuffered()
     await this.#cancel(lane)
     this.#retireIfIdle(lane)
   }
 
+  /** Called by {@link pump} in `detached` only: one run at a time, as the state says. */
   async #resubscribe(): Promise<void> {
-    this.#resubscribing = true
+    this.#moveTo('resubscribing')
     try {
-      for (let attempt = 1; !this.#cancelled; attempt++) {
+      // Only stopIntake moves it out of 'resubscribing' while this runs.
+      for (let attempt = 1; this.#state === 'resubscribing'; attempt++) {
         try {
           const lane = await this.#subscribe()
-          if (this.#cancelled) {
+          if (this.#state !== 'resubscribing') {
             lane.retired = true
             await this.#cancel(lane)
             this.#retireIfIdle(lane)
           } else {
             this.#lane = lane
-            this.#detached = false
+            this.#moveTo('consuming')
             this.pump()
           }
           return
@@ -360,7 +422,8 @@ export class ConsumerEngine<T> implements Consumer {
         }
       }
     } finally {
-      this.#resubscribing = false
+      // Gave up without being stopped: the next pump tries again.
+      if (this.#state === 'resubscribing') this.#moveTo('detached')
     }
   }
 
@@ -421,8 +484,8 @@ export class ConsumerEngine<T> implements Consumer {
    * deliveries that have not started go back at once, every wait ends (its delivery goes back).
    */
   async stopIntake(): Promise<void> {
-    if (this.#cancelled) return
-    this.#cancelled = true
+    if (!intakeOpen(this.#state)) return
+    this.#moveTo('stopped')
     this.#clearHoldTimer()
     this.#requeueBuffered()
     this.#wakeWaiting(true)
@@ -485,6 +548,7 @@ export class ConsumerEngine<T> implements Consumer {
 
   /** Closes the subscriptions' channels; the broker takes back anything unsettled. */
   async closeChannel(): Promise<void> {
+    this.#moveTo('closed')
     this.#clearHoldTimer()
     const lanes = [...this.#lanes]
     this.#lanes.clear()
@@ -528,8 +592,9 @@ export class ConsumerEngine<T> implements Consumer {
     this.#host.consumerClosed(this as ConsumerEngine<unknown>)
     if (caller !== undefined && this.#running.has(caller) && !caller.abandoned) {
       // Called from inside this consumer's own handler: waiting for it would wait for
-      // itself. Return now; the channel closes once that handler has settled.
-      this.#closeChannelWhenIdle = true
+      // itself. Return now; the channel closes once that handler has settled (unless the
+      // connection's close has closed it meanwhile).
+      if (this.#state === 'stopped') this.#moveTo('closingWhenIdle')
       return
     }
     await this.closeChannel()
@@ -550,7 +615,7 @@ export class ConsumerEngine<T> implements Consumer {
         this.#buffer.splice(i, 1)
       }
     }
-    if (lane === this.#lane && !this.#cancelled) {
+    if (lane === this.#lane && intakeOpen(this.#state)) {
       this.#host.reportError(
         status.error ??
           new AceMqError(`the channel of the consumer on '${this.queue}' closed`, {
@@ -562,7 +627,7 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   #onDelivery(delivery: Delivery, lane: Lane): void {
-    if (this.#cancelled || lane.retired) {
+    if (!intakeOpen(this.#state) || lane.retired) {
       // An ordered consumer leaves it to its channel's close, which puts it back in its place.
       if (this.#inPlace === undefined) delivery.nack(true)
       return
@@ -622,7 +687,7 @@ export class ConsumerEngine<T> implements Consumer {
     task.lane.tasks--
     this.#retireIfIdle(task.lane)
     this.#notifyIdle()
-    if (this.#closeChannelWhenIdle && this.#running.size === 0) void this.closeChannel()
+    if (this.#state === 'closingWhenIdle' && this.#running.size === 0) void this.closeChannel()
     else this.pump()
   }
 
@@ -643,7 +708,7 @@ export class ConsumerEngine<T> implements Consumer {
       // stopIntake aborts both, so a close ends every wait; a drain ends only drainable ones.
       const signal = drainable ? this.#drainWaits.signal : this.#closeWaits.signal
       const waited = await sleep(ms, signal)
-      return waited && !this.#cancelled && task.delivery.settleable !== false
+      return waited && intakeOpen(this.#state) && task.delivery.settleable !== false
     } finally {
       this.#stopWaiting(task)
     }

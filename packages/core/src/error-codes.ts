@@ -65,6 +65,8 @@ export const ErrorCodes = Object.freeze({
   PARTITION_HALTED: 'ACEMQ_PARTITION_HALTED',
   /** An object was asked for something its state does not allow: a defect, report it. */
   INVALID_STATE: 'ACEMQ_INVALID_STATE',
+  /** Cancelling a consumer's subscription took over 5 s; its channel is closed instead. */
+  CANCEL_TIMEOUT: 'ACEMQ_CANCEL_TIMEOUT',
   /** The transport lacks what the operation needs (replay without `getOne`). */
   UNSUPPORTED: 'ACEMQ_UNSUPPORTED',
   /** `shutdownOnSignals`' `onShutdown` threw or rejected. */

@@ -507,7 +507,9 @@ export class ConsumerEngine<T> implements Consumer {
     )
     if (!cancelled) {
       this.#host.reportError(
-        new AceMqError(`cancelling the subscription to '${this.queue}' took over 5 s`),
+        new AceMqError(`cancelling the subscription to '${this.queue}' took over 5 s`, {
+          code: ErrorCodes.CANCEL_TIMEOUT,
+        }),
         `closing the channel of '${this.queue}' instead`,
       )
     }

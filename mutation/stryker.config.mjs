@@ -15,6 +15,10 @@ if (target === undefined) {
 // code that runs when its module loads) only after the module has loaded, and reports it
 // survived (stryker-js issue 6144). The runner processes inherit this environment.
 process.env['ACEMQ_MUTATION_TESTS'] = JSON.stringify(target.testFiles)
+// Tests of those files the target leaves out (mutation/leave-out.ts skips them by name), and the
+// knobs its tests read (the simulation's schedule count and seed).
+process.env['ACEMQ_MUTATION_LEAVE_OUT'] = JSON.stringify(target.leaveOut ?? [])
+Object.assign(process.env, target.env ?? {})
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -27,7 +31,7 @@ export default {
   coverageAnalysis: 'perTest',
   mutate: typeof target.mutate === 'function' ? target.mutate() : target.mutate,
   concurrency: Number(process.env['ACEMQ_MUTATION_CONCURRENCY'] ?? 2),
-  timeoutMS: 10_000,
+  timeoutMS: target.timeoutMS ?? 10_000,
   // Always incremental: mutants whose code and covering tests did not change keep their result
   // from the committed file; `--force` tests them all again.
   incremental: true,

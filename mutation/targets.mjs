@@ -39,6 +39,7 @@ export function inputsOf(target) {
   const globs = [
     ...new Set(mutated),
     ...target.testFiles,
+    ...(target.inputs ?? []),
     'test-support',
     'packages/testing',
     'mutation',
@@ -95,7 +96,45 @@ export const TARGETS = [
     name: 'core-consumer',
     floor: 85,
     mutate: ['packages/core/src/consumer/**/*.ts'],
-    testFiles: ['packages/core/test/consumer/*.test.ts', 'packages/core/test/engine/*.test.ts'],
+    testFiles: [
+      'packages/core/test/consumer/*.test.ts',
+      'packages/core/test/engine/*.test.ts',
+      'packages/core/test/simulation/simulation.test.ts',
+      // The engine's ordered (in-place failures, holds) and pipeline (forward, hops) paths.
+      'packages/core/test/ordered/in-memory-ordered.test.ts',
+      'packages/core/test/ordered/ordered-queue.test.ts',
+      'packages/core/test/pipeline/in-memory-pipeline.test.ts',
+    ],
+    // The simulation's schedules, world and fault doubles are what its test file runs.
+    inputs: ['packages/core/test/simulation/*.ts'],
+    // The fault-schedule property test: a fixed seed (the same schedules every run, so the
+    // results stay comparable between incremental runs), 100 schedules (~4 s; CI's ordinary run
+    // takes 2,000 with a random seed), reported unshrunk (a shrink reruns whole schedules).
+    env: { ACEMQ_SIM_RUNS: '100', ACEMQ_SIM_SEED: '20261203', ACEMQ_SIM_NO_SHRINK: '1' },
+    // Tests that wait real time (a 5 s abandon grace, a 3 s handler, the confirm's 2.6 s of
+    // retries, the pipeline's 5 s put-back) or spend seconds of CPU on 200,000 virtual timers:
+    // 45 of the 55 s these files take. Every mutant they cover would pay for them. They still run
+    // in the ordinary suite, and what they pin of the consumer is pinned here on a fake clock
+    // (packages/core/test/consumer/consumer-timing.test.ts). A name that no longer matches only
+    // makes the run slower.
+    leaveOut: [
+      'stops counting a handler in inFlight once a close has given up on it',
+      'keeps other deliveries flowing while one waits out a consumer-side retry delay',
+      'shares one close deadline between consumers instead of waiting for each in turn',
+      'abandons a handler that ignores its signal after 5 s, closes, and never sends its late ack',
+      'drains to false at a 300 ms timeout while a 3 s handler runs',
+      'rejects a drain when its signal aborts, and at once when it already has',
+      'closes once its running 1 s handler is done, without running the 9 queued, and hands them back at attempt 1',
+      'handles exactly once when the store’s release fails and the handler fails once',
+      'is tried four times over ~2.6 s, then the message is acked all the same and the failure reported once',
+      'is waited for by a close, as part of the drain: the work is done, the confirm keeps it from being done again',
+      'spends a broker wait in {q}.retry.1s and gets the message back',
+      'finding 10: a release that fails once is tried again, not left to stall its message for the whole lease',
+      'puts back a step whose claim is live elsewhere, after the default delay, and runs it once the claim is released',
+      'finding 11: messages in progress until a lease held by a given-up handler lapses are waited for, not called a livelock',
+    ],
+    // A mutant that hangs a test is stopped 5 s past the test's usual time (and counts as killed).
+    timeoutMS: 5_000,
   },
   {
     name: 'store-sqlite',

@@ -141,7 +141,10 @@ describe('the consumer’s timed behaviour (fake clock)', () => {
       expect(transport.settlementsOf('order-1')).toEqual([
         expect.objectContaining({ kind: 'ack', written: true }),
       ])
-      expect((await mq.health()).status).toBe('DEGRADED')
+      const health = await mq.health()
+      expect(health.status).toBe('DEGRADED')
+      expect(JSON.stringify(health)).toContain('"failingStore":"confirms"')
+      expect(JSON.stringify(health)).toMatch(/"storeError":"[^"]*went away \(confirm\)/)
       expect(mq.inFlight).toBe(0)
       await run(60_000)
       expect(calls).toHaveLength(4)

@@ -237,6 +237,8 @@ export class ConsumerEngine<T> implements Consumer {
   #pumping = false
   /** What {@link close} answers, once it has been called: every call answers the same. */
   #closing: Promise<void> | undefined
+  /** This consumer's own handlers that called {@link close}: the close never waits for them. */
+  readonly #closers = new Set<DeliveryTask>()
   #holdTimer: ReturnType<typeof setTimeout> | undefined
   #storeFailure: string | undefined
   /** An ordered consumer's failure hook (see {@link InPlaceFailures}); undefined for the others. */
@@ -563,11 +565,19 @@ export class ConsumerEngine<T> implements Consumer {
     // Asked now, for the caller: is it one of this consumer's own handlers?
     const caller = this.#host.currentTask.getStore()
     const inside = caller !== undefined && this.#running.has(caller)
-    if (this.#closing === undefined) {
-      if (inside) this.#host.enterInside(caller)
-      this.#closing = this.#close(drainTimeoutMs, inside ? caller : undefined).finally(() => {
-        if (inside) this.#host.leaveInside(caller)
-      })
+    // Every caller from inside waits inside, not only the first: a later one is answered by the
+    // same close, which must not wait for it in turn (simulation schedule of seed -1540268967:
+    // a close of 35 days waited for the second caller, which waited for that close).
+    const entered = inside && !this.#closers.has(caller)
+    if (entered) {
+      this.#closers.add(caller)
+      this.#host.enterInside(caller)
+    }
+    this.#closing ??= this.#close(drainTimeoutMs)
+    if (entered) {
+      const leave = (): void => this.#host.leaveInside(caller)
+      // Registered before the caller awaits the close: it has left before it goes on.
+      this.#closing.then(leave, leave)
     }
     return this.#closing
   }
@@ -576,7 +586,7 @@ export class ConsumerEngine<T> implements Consumer {
     await this.close()
   }
 
-  async #close(drainTimeoutMs: number, caller: DeliveryTask | undefined): Promise<void> {
+  async #close(drainTimeoutMs: number): Promise<void> {
     const deadline = Date.now() + drainTimeoutMs
     await this.stopIntake()
     // Handlers waiting inside a drain or close (this one's caller among them) are not waited for.
@@ -584,22 +594,25 @@ export class ConsumerEngine<T> implements Consumer {
     await drainOrAbandon([this], () => this.whenIdle(except), drainTimeoutMs)
     // Handlers waiting inside a drain or close were not waited for: give them what is left of
     // the drain (at least the abandon grace) to return and settle before the channel closes
-    // under them, the caller excepted. Asked of every handler, not only those still inside: a
-    // drain from inside can answer in the same turn as the wait above (simulation findings 8
-    // and 9).
-    await waitFor(
-      this.whenIdle(caller === undefined ? NO_TASKS : new Set([caller])),
-      graceUntil(deadline),
-    )
+    // under them, this close's callers excepted (read at every check: one may call it meanwhile).
+    // Asked of every handler, not only those still inside: a drain from inside can answer in the
+    // same turn as the wait above (simulation findings 8 and 9).
+    await waitFor(this.whenIdle(this.#closers), graceUntil(deadline))
     this.#host.consumerClosed(this as ConsumerEngine<unknown>)
-    if (caller !== undefined && this.#running.has(caller) && !caller.abandoned) {
-      // Called from inside this consumer's own handler: waiting for it would wait for
-      // itself. Return now; the channel closes once that handler has settled (unless the
+    if (this.#callerStillRunning()) {
+      // Called from inside this consumer's own handlers: waiting for them would wait for
+      // themselves. Return now; the channel closes once they have settled (unless the
       // connection's close has closed it meanwhile).
       if (this.#state === 'stopped') this.#moveTo('closingWhenIdle')
       return
     }
     await this.closeChannel()
+  }
+
+  /** Whether one of the handlers that called {@link close} is still running (not given up on). */
+  #callerStillRunning(): boolean {
+    for (const task of this.#closers) if (this.#running.has(task) && !task.abandoned) return true
+    return false
   }
 
   #onStatus(lane: Lane, status: SubscriptionStatus): void {
@@ -1355,8 +1368,6 @@ export class ConsumerEngine<T> implements Consumer {
     )
   }
 }
-
-const NO_TASKS: ReadonlySet<DeliveryTask> = new Set()
 
 /** Backoff before the n-th retry of a failed move: 1 s, 2 s, 4 s … up to 30 s. */
 function moveBackoff(attempt: number): number {

@@ -694,4 +694,44 @@ export const regressions: readonly Regression[] = [
       expect(runs[0]?.delivery?.written?.kind).toBe('ack')
     },
   },
+  {
+    // Finding 13 (a 3,000-schedule run during the lifecycle refactor): two handlers of one consumer
+    // both closed it, the first with a 35-day drain. The second call was handed the first's promise
+    // without being counted as waiting inside a close, so the first close waited for the second
+    // handler and the second handler for the first close: neither ever finished. Every handler
+    // that closes its consumer now counts as inside until the close is done.
+    name: 'finding 13: two handlers closing their own consumer do not wait for each other',
+    schedule: {
+      seed: 1_825_000_684,
+      queues: [
+        queue({
+          consumerTimeoutMs: 60_000,
+          retry: { kind: 'none', delayMs: 10 },
+          idempotent: true,
+          inProgressDelayMs: 1_000,
+          consumers: [
+            { prefetch: 2, concurrency: 3 },
+            { prefetch: 2, concurrency: 2 },
+          ],
+        }),
+      ],
+      messages: [
+        message([{ kind: 'drain', timeoutMs: 0 }, ok], 0, { foreign: true }),
+        message([{ kind: 'close-consumer', drainMs: 3_000_000_000 }, ok], 0, { foreign: true }),
+        message([ok], 0, { foreign: true }),
+        message(
+          [
+            { kind: 'close', drainMs: 3_000_000_000 },
+            { kind: 'publish', to: 0, afterMs: 0 },
+          ],
+          1,
+          { foreign: true },
+        ),
+        message([{ kind: 'close-consumer', drainMs: 0 }], 0, { foreign: true }),
+        message([ok], 0, { foreign: true }),
+      ],
+      events: [],
+      finalDrainMs: 0,
+    },
+  },
 ]

@@ -54,6 +54,9 @@ import type { Phase, SideHost } from './internal/side-host.js'
  */
 export const EXCHANGE_NOT_FOUND = ErrorCodes.EXCHANGE_NOT_FOUND
 
+/** A publish's options when it gives none (not a new object per publish). */
+const NO_OPTIONS: TransportPublishOptions = Object.freeze({})
+
 const CONSOLE_LOGGER: AmqpTransportLogger = {
   warn: (message) => console.warn(`[acemq/transport-amqp] ${message}`),
 }
@@ -343,8 +346,8 @@ export class AmqpTransport implements Transport, AsyncDisposable {
    * )
    * ```
    */
-  publish(message: OutgoingMessage, options: TransportPublishOptions = {}): Promise<void> {
-    return this.#publishing.publish(message, options)
+  publish(message: OutgoingMessage, options?: TransportPublishOptions): Promise<void> {
+    return this.#publishing.publish(message, options ?? NO_OPTIONS)
   }
 
   /**

@@ -339,8 +339,11 @@ function requiredString(value: unknown, field: string): string {
   return checked
 }
 
+// Attempt and version are 1 on nearly every publish: one shared, frozen value for that.
+const INT_ONE: TypedInteger = Object.freeze({ '!': 'int', value: 1 })
+
 function int(value: number): TypedInteger {
-  return { '!': 'int', value }
+  return value === 1 ? INT_ONE : { '!': 'int', value }
 }
 
 /**
@@ -369,25 +372,35 @@ export function writeEnvelope(
       ? INT32_MAX
       : envelope.attempt
   const h = ENVELOPE_HEADERS
-  // Built in place (it runs on every publish): the application headers first, then ours.
-  const headers: Record<string, unknown> = {}
-  const put = (key: string, value: unknown): void => {
-    if (value !== undefined) defineHeader(headers, key, value)
-  }
-  if (applicationHeaders !== undefined) {
-    for (const key of Object.keys(applicationHeaders)) put(key, applicationHeaders[key])
-  }
+  // Validated first, then built in place (it runs on every publish): the application headers
+  // first, then ours, each envelope header only when it has a value.
   const firstSeen = checkEpoch(envelope.firstSeen, 'firstSeen')
-  put(h.id, requiredString(envelope.id, 'id'))
-  put(h.type, emptyToUndefined(envelope.type, 'type'))
-  put(h.version, int(checkCount(envelope.version, 'version') ?? 1))
-  put(h.correlation, requiredString(envelope.correlation, 'correlation'))
-  put(h.causation, emptyToUndefined(envelope.causation, 'causation'))
-  put(h.attempt, int(checkCount(attempt, 'attempt') ?? 1))
-  put(h.firstSeen, firstSeen === undefined ? undefined : { '!': 'long', value: firstSeen })
-  put(h.origin, emptyToUndefined(envelope.origin, 'origin'))
-  put(h.claim, emptyToUndefined(envelope.claim, 'claim'))
-  put(h.error, emptyToUndefined(options?.error, 'error'))
+  const id = requiredString(envelope.id, 'id')
+  const type = emptyToUndefined(envelope.type, 'type')
+  const version = checkCount(envelope.version, 'version') ?? 1
+  const correlation = requiredString(envelope.correlation, 'correlation')
+  const causation = emptyToUndefined(envelope.causation, 'causation')
+  const attemptOnWire = checkCount(attempt, 'attempt') ?? 1
+  const origin = emptyToUndefined(envelope.origin, 'origin')
+  const claim = emptyToUndefined(envelope.claim, 'claim')
+  const error = emptyToUndefined(options?.error, 'error')
+  const headers: Record<string, unknown> = {}
+  if (applicationHeaders !== undefined) {
+    for (const key of Object.keys(applicationHeaders)) {
+      const value = applicationHeaders[key]
+      if (value !== undefined) defineHeader(headers, key, value)
+    }
+  }
+  headers[h.id] = id
+  if (type !== undefined) headers[h.type] = type
+  headers[h.version] = int(version)
+  headers[h.correlation] = correlation
+  if (causation !== undefined) headers[h.causation] = causation
+  headers[h.attempt] = int(attemptOnWire)
+  if (firstSeen !== undefined) headers[h.firstSeen] = { '!': 'long', value: firstSeen }
+  if (origin !== undefined) headers[h.origin] = origin
+  if (claim !== undefined) headers[h.claim] = claim
+  if (error !== undefined) headers[h.error] = error
   return headers as Headers
 }
 

@@ -44,8 +44,14 @@ export function publishOptions(message: OutgoingMessage): Options.Publish {
     const value = message.properties[name]
     if (value !== undefined && value !== '') target[name] = value
   }
-  if (Object.keys(message.headers).length > 0) options.headers = message.headers
+  if (hasOwnKeys(message.headers)) options.headers = message.headers
   return options
+}
+
+/** Whether `table` has an own key (without the array `Object.keys` makes, once per publish). */
+function hasOwnKeys(table: object): boolean {
+  for (const key in table) if (Object.hasOwn(table, key)) return true
+  return false
 }
 
 /**

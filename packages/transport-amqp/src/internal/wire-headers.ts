@@ -40,8 +40,8 @@ const tables = new WeakMap<object, Buffer>()
 
 let supported: boolean | undefined
 
-/** The amqplib in use is one whose frame reader the hook knows (2.x). */
-function amqplibSupported(): boolean {
+/** The amqplib in use is one whose internals the transport's hooks know (2.x). */
+export function amqplibSupported(): boolean {
   if (supported !== undefined) return supported
   try {
     const main = createRequire(import.meta.url).resolve('amqplib')

@@ -36,7 +36,16 @@ const HAS_CONTENT_TYPE = 0x8000
 const HAS_CONTENT_ENCODING = 0x4000
 const HAS_HEADERS = 0x2000
 
-const tables = new WeakMap<object, Buffer>()
+/**
+ * Where a kept table lives: on the properties object amqplib built from its frame, under a
+ * symbol (never seen by users: deliveries copy the named properties into an object of their
+ * own). A `WeakMap` entry per message, as before, cost the garbage collector an ephemeron each.
+ */
+const RAW_TABLE = Symbol('acemq.rawHeaderTable')
+
+interface WithTable {
+  [RAW_TABLE]?: Buffer
+}
 
 let supported: boolean | undefined
 
@@ -117,7 +126,9 @@ function keepTable(bytes: Buffer, frame: unknown): void {
   if ((flags & HAS_CONTENT_ENCODING) !== 0) offset += 1 + (bytes[offset] ?? 0)
   const length = bytes.readUInt32BE(offset)
   // A copy: a view would keep the whole socket read buffer alive while the message is held.
-  tables.set(properties, Buffer.from(bytes.subarray(offset + 4, offset + 4 + length)))
+  ;(properties as WithTable)[RAW_TABLE] = Buffer.from(
+    bytes.subarray(offset + 4, offset + 4 + length),
+  )
 }
 
 /**
@@ -126,7 +137,7 @@ function keepTable(bytes: Buffer, frame: unknown): void {
  * `undefined` when the raw table was not kept or does not read as amqplib read it.
  */
 export function typedHeaders(properties: object, decoded: unknown): Headers | undefined {
-  const raw = tables.get(properties)
+  const raw = (properties as WithTable)[RAW_TABLE]
   if (raw === undefined) return undefined
   let typed: Headers
   try {

@@ -98,7 +98,7 @@ export function resultsMarkdown(report: Report): string {
     '|---|---|--:|---|',
     ...checks.map(
       ({ c, s, check }) =>
-        `| ${c.title} — ${s.title} | ${check.op === '>=' ? '≥' : '≤'} ${check.target} | ${check.ratio.toFixed(4)} | ${check.met ? '✅' : '❌'} |`,
+        `| ${c.title} — ${s.title}${s.checks.length > 1 ? ` — ${check.description}` : ''} | ${check.op === '>=' ? '≥' : '≤'} ${check.target} | ${check.ratio.toFixed(4)} | ${check.met ? '✅' : '❌'} |`,
     ),
     '',
     '### Machine',

@@ -2,7 +2,9 @@
 // OUTBOX_TABLE to RabbitMQ until SIGTERM (then closes, which stops the relay after its round)
 // or SIGKILL. With STALL_AFTER_CONFIRM=n, the n-th mark after the broker's confirms never
 // happens: it prints `STALLED <ids>` and hangs there, so a test can kill the relay between
-// the confirm and the mark.
+// the confirm and the mark. With HOLD_FIRST_BATCH=1, the relay holds its first claimed batch,
+// prints `FIRST <n>`, and goes on only when a `GO` line comes on stdin: a test can make two
+// relays hold claims at once however a loaded machine schedules them.
 import { describeError, type OutboxStore } from '@acemq/core'
 import { KyselyOutboxStore } from '@acemq/store-kysely'
 import { connect } from '@acemq/transport-amqp'
@@ -23,18 +25,39 @@ const db = new Kysely<Record<string, never>>({ dialect: new PostgresDialect({ po
 const kysely = new KyselyOutboxStore(db, { table: env('OUTBOX_TABLE') })
 
 const stallAfter = Number(env('STALL_AFTER_CONFIRM', '0'))
+const holdFirst = env('HOLD_FIRST_BATCH', '0') === '1'
 let marks = 0
+let held = false
+const go = new Promise<void>((resolve) => {
+  if (!holdFirst) return
+  let input = ''
+  process.stdin.on('data', (chunk: Buffer) => {
+    input += chunk.toString()
+    if (/^GO$/m.test(input)) resolve()
+  })
+})
 const store: OutboxStore =
-  stallAfter > 0
+  stallAfter > 0 || holdFirst
     ? new Proxy(kysely, {
         get(target, property, receiver) {
-          if (property === 'markPublished') {
+          if (property === 'markPublished' && stallAfter > 0) {
             return async (ids: string | readonly string[]) => {
               if (++marks === stallAfter) {
                 process.stdout.write(`STALLED ${JSON.stringify(ids)}\n`)
                 await new Promise(() => undefined)
               }
               return target.markPublished(ids)
+            }
+          }
+          if (property === 'claimBatch' && holdFirst) {
+            return async (...args: Parameters<OutboxStore['claimBatch']>) => {
+              const batch = await target.claimBatch(...args)
+              if (!held && batch.length > 0) {
+                held = true
+                process.stdout.write(`FIRST ${batch.length}\n`)
+                await go
+              }
+              return batch
             }
           }
           const value: unknown = Reflect.get(target, property, receiver)

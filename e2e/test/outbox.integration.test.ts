@@ -34,12 +34,13 @@ describe.runIf(ready)(
     it('two relay processes on one outbox never publish one record twice: every order is delivered and handled exactly once', async () => {
       const ORDERS = 2_000
       await world.placeOrders(ORDERS)
-      // Long leases: any second copy would be a lease shared by two relays.
-      const relays = [
-        world.startRelay('a', { BATCH: '25', LEASE: '120000' }),
-        world.startRelay('b', { BATCH: '25', LEASE: '120000' }),
-      ]
-      await Promise.all(relays.map((relay) => relay.waitFor(/^READY$/, 30_000)))
+      // Long leases: any second copy would be a lease shared by two relays. Each relay holds its
+      // first batch until both hold one, so both take part however the machine schedules them
+      // (on a loaded machine one relay once published all 2,000 before the other began).
+      const options = { BATCH: '25', LEASE: '120000', HOLD_FIRST_BATCH: '1' }
+      const relays = [world.startRelay('a', options), world.startRelay('b', options)]
+      await Promise.all(relays.map((relay) => relay.waitFor(/^FIRST 25$/, 30_000)))
+      for (const relay of relays) relay.send('GO')
       await eventually(
         async () => (await world.handledCount()) === ORDERS,
         60_000,

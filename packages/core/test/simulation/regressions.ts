@@ -734,4 +734,80 @@ export const regressions: readonly Regression[] = [
       finalDrainMs: 0,
     },
   },
+  {
+    // Finding 14 (the final 100,000-schedule soak): a handler closed the connection, another
+    // drained from inside, and a third began a 35-day retry wait, all in one turn. The close had
+    // ended every wait; the drain then put a fresh signal in place for drainable waits, and the
+    // retry wait, begun after it, took that one: it was still waiting (its timer set) after the
+    // close. Once intake has stopped, a drain no longer renews the signal, so a later wait ends at
+    // once and its delivery goes back.
+    name: 'finding 14: a retry wait begun after a close and a drain from inside ends at once',
+    schedule: {
+      seed: 331_201_263,
+      queues: [
+        queue({
+          deliveryLimit: 6,
+          idempotent: true,
+          claimTimeoutMs: 300_000,
+          inProgressDelayMs: 1_000,
+          heldTimeoutMs: 1_000,
+          consumers: [
+            { prefetch: 3, concurrency: 3 },
+            { prefetch: 1, concurrency: 3 },
+          ],
+        }),
+      ],
+      messages: [
+        message([
+          ok,
+          { kind: 'publish', to: 'sink', afterMs: 2_000 },
+          { kind: 'close', drainMs: 50 },
+        ]),
+        message(
+          [
+            { kind: 'retry', delayMs: 3_000_000_000 },
+            { kind: 'throw' },
+            { kind: 'release' },
+            { kind: 'close-consumer', drainMs: 10_000 },
+          ],
+          4_747,
+        ),
+        message([{ kind: 'drain', timeoutMs: 0 }, ok, ok, ok], 4_170),
+        message(
+          [
+            { kind: 'throw' },
+            { kind: 'close-consumer', drainMs: 0 },
+            { kind: 'throw' },
+            { kind: 'publish', to: 'sink', afterMs: 0 },
+          ],
+          32_192,
+        ),
+        message([{ kind: 'drain', timeoutMs: 10_000 }], 0, { foreign: true }),
+        message(
+          [
+            { kind: 'fail-after', ms: 10 },
+            { kind: 'publish', to: 'missing-exchange', afterMs: 2_000 },
+          ],
+          49_941,
+        ),
+        message([{ kind: 'publish', to: 'sink', afterMs: 0 }], 18_337),
+        message([{ kind: 'throw' }, { kind: 'release' }, { kind: 'dead-letter' }], 43_354),
+        message([{ kind: 'odd', value: 'dead-letter' }], 39_445),
+        message([{ kind: 'close', drainMs: 0 }], 0),
+      ],
+      events: [
+        {
+          at: 34_951,
+          event: { kind: 'store-fault', op: 'confirm', fault: 'hang', count: 4, delayMs: 1_000 },
+        },
+        { at: 3_188, event: { kind: 'drain', timeoutMs: 10_000, abortAfterMs: 5_000 } },
+        {
+          at: 34_459,
+          event: { kind: 'store-fault', op: 'any', fault: 'hang', count: 3, delayMs: 5_000 },
+        },
+        { at: 20_943, event: { kind: 'close-consumer', consumer: 1, drainMs: 50 } },
+      ],
+      finalDrainMs: 1_000,
+    },
+  },
 ]

@@ -465,7 +465,9 @@ export class ConsumerEngine<T> implements Consumer {
   endWaits(): void {
     this.#wakeWaiting(false)
     this.#drainWaits.abort()
-    this.#drainWaits = new AbortController()
+    // Once a close has stopped intake, the ended signal stays: a wait begun after it ends at
+    // once, as the close ended every wait before it (simulation finding 14).
+    if (intakeOpen(this.#state)) this.#drainWaits = new AbortController()
   }
 
   /**

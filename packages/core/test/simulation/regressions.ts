@@ -810,4 +810,30 @@ export const regressions: readonly Regression[] = [
       finalDrainMs: 1_000,
     },
   },
+  {
+    // Finding 15 (a 100,000-schedule soak): a handler closed its own consumer with a long drain
+    // and returned; its claim's confirm was slow (the store answered late three times). The
+    // consumer's close had already left the connection's list of consumers, waiting only for
+    // its handler to settle before closing its channel, so the connection's close, begun while
+    // the confirm was still being tried, did not wait for it: it closed the transport under the
+    // settling delivery and its ack was lost, well before that close's 10 s drain was up. A
+    // consumer closed from inside its own handler stays the connection's until its channel has
+    // closed, and the connection's close drains it like any other.
+    name: 'finding 15: a connection close waits for a consumer closed from its own handler to settle',
+    schedule: schedule(
+      [
+        queue({
+          idempotent: true,
+          claimTimeoutMs: 300_000,
+          consumers: [{ prefetch: 1, concurrency: 1 }],
+        }),
+      ],
+      [message([{ kind: 'close-consumer', drainMs: 3_000_000_000 }], 100)],
+      [
+        [50, { kind: 'store-fault', op: 'confirm', fault: 'late', count: 3, delayMs: 5_000 }],
+        [1_000, { kind: 'close', drainMs: 10_000 }],
+      ],
+    ),
+    check: allAckedAfterSuccess,
+  },
 ]

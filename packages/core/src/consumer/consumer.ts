@@ -555,6 +555,7 @@ export class ConsumerEngine<T> implements Consumer {
   /** Closes the subscriptions' channels; the broker takes back anything unsettled. */
   async closeChannel(): Promise<void> {
     this.#moveTo('closed')
+    this.#host.consumerClosed(this as ConsumerEngine<unknown>)
     this.#clearHoldTimer()
     const lanes = [...this.#lanes]
     this.#lanes.clear()
@@ -600,11 +601,11 @@ export class ConsumerEngine<T> implements Consumer {
     // Asked of every handler, not only those still inside: a drain from inside can answer in the
     // same turn as the wait above (simulation findings 8 and 9).
     await waitFor(this.whenIdle(this.#closers), graceUntil(deadline))
-    this.#host.consumerClosed(this as ConsumerEngine<unknown>)
     if (this.#callerStillRunning()) {
       // Called from inside this consumer's own handlers: waiting for them would wait for
       // themselves. Return now; the channel closes once they have settled (unless the
-      // connection's close has closed it meanwhile).
+      // connection's close has closed it meanwhile). Until then the consumer stays the
+      // connection's: a connection close drains it like any other (simulation finding 15).
       if (this.#state === 'stopped') this.#moveTo('closingWhenIdle')
       return
     }

@@ -1049,33 +1049,11 @@ export class ConsumerEngine<T> implements Consumer {
    * reported. The owner check keeps a late release from freeing anyone else's claim.
    */
   #release(store: IdempotencyStore, id: string, owner: string | undefined): void {
-    void this.#releaseWithRetries(store, id, owner)
-  }
-
-  async #releaseWithRetries(
-    store: IdempotencyStore,
-    id: string,
-    owner: string | undefined,
-  ): Promise<void> {
-    let last: unknown
-    for (let attempt = 0; attempt <= STORE_RETRY_DELAYS_MS.length; attempt++) {
-      if (attempt > 0) {
-        const wait = STORE_RETRY_DELAYS_MS[attempt - 1] as number
-        if (!(await sleep(wait, this.#host.closingSignal))) break
-      }
-      try {
-        await withTimeout(
-          store.release(id, owner),
-          this.#options.storeTimeoutMs,
-          `releasing message ${id}`,
-        )
-        this.#storeFailure = undefined
-        return
-      } catch (error) {
-        last = error
-      }
-    }
-    this.#storeFailed(last, `could not release message ${id}`)
+    void this.#withStoreRetries(
+      () => store.release(id, owner),
+      `releasing message ${id}`,
+      `could not release message ${id}`,
+    )
   }
 
   #storeFailed(error: unknown, context: string): void {
@@ -1090,7 +1068,23 @@ export class ConsumerEngine<T> implements Consumer {
    * fails the message is acked all the same — the work is done — and the failure reported.
    */
   async #confirm(store: IdempotencyStore, id: string, owner: string): Promise<void> {
-    const timeout = this.#options.storeTimeoutMs
+    await this.#withStoreRetries(
+      () => store.confirm(id, owner),
+      `confirming message ${id}`,
+      `could not confirm message ${id}`,
+    )
+  }
+
+  /**
+   * Runs a store call, each try bounded by the store timeout, tried again after each of
+   * {@link STORE_RETRY_DELAYS_MS} (not once the connection is closing); the last failure is
+   * reported (`failed`) and the store marked failing. A success clears that mark.
+   */
+  async #withStoreRetries(
+    call: () => Promise<unknown>,
+    doing: string,
+    failed: string,
+  ): Promise<void> {
     let last: unknown
     for (let attempt = 0; attempt <= STORE_RETRY_DELAYS_MS.length; attempt++) {
       if (attempt > 0) {
@@ -1098,14 +1092,14 @@ export class ConsumerEngine<T> implements Consumer {
         if (!(await sleep(wait, this.#host.closingSignal))) break
       }
       try {
-        await withTimeout(store.confirm(id, owner), timeout, `confirming message ${id}`)
+        await withTimeout(call(), this.#options.storeTimeoutMs, doing)
         this.#storeFailure = undefined
         return
       } catch (error) {
         last = error
       }
     }
-    this.#storeFailed(last, `could not confirm message ${id}`)
+    this.#storeFailed(last, failed)
   }
 
   /**

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   AceMq,
   ConsumerOptions,
@@ -17,10 +17,10 @@ import {
   type OutgoingMessage,
   type TransportPublishOptions,
 } from '../../src/index.js'
+import { START, closeOnFakeClock, run, useFakeClock } from './fake-clock.js'
 
 // What the consumer tells the application when something goes wrong (onError's context, the
 // reason a copy carries), and when it tries again: on a fake clock, so each instant is exact.
-const START = Date.UTC(2030, 0, 1)
 
 /** An in-memory broker whose declarations, or publishes to a queue, can be made to fail. */
 class FlakyDeclares extends InMemoryTransport {
@@ -75,10 +75,7 @@ describe('what the consumer reports (fake clock)', () => {
   let reported: [string, string][]
 
   beforeEach(async () => {
-    vi.useFakeTimers({
-      now: START,
-      toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date'],
-    })
+    useFakeClock()
     transport = new FlakyDeclares()
     reported = []
     mq = await AceMq.connect(transport, {
@@ -87,16 +84,8 @@ describe('what the consumer reports (fake clock)', () => {
   })
 
   afterEach(async () => {
-    const closing = mq.close({ drainTimeout: 0 })
-    await vi.runAllTimersAsync()
-    await closing
-    vi.useRealTimers()
+    await closeOnFakeClock(mq)
   })
-
-  async function run(ms = 0): Promise<void> {
-    await vi.advanceTimersByTimeAsync(ms)
-    await vi.advanceTimersByTimeAsync(0)
-  }
 
   /** The reason (`x-acemq-error`) of the oldest message on `queue`, taken off it. */
   function reasonOn(queue: string): string | undefined {

@@ -1,5 +1,5 @@
 import { RecordingTransport } from '@acemq/testing'
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   Ack,
   AceMq,
@@ -12,12 +12,12 @@ import {
   type HandlerContext,
   type Message,
 } from '../../src/index.js'
+import { START, closeOnFakeClock, run, settled, useFakeClock } from './fake-clock.js'
 
 // The consumer's timed behaviour on a fake clock: the store retries' 100 ms / 500 ms / 2 s, the
 // 5 s abandon grace of a close, a retry wait that frees its handler slot. The same promises are
 // kept by real-time tests in the kit's scenarios (test/engine/); here each instant is exact, and
 // the tests take milliseconds (the mutation run, docs/mutation.md, leaves the real-time ones out).
-const START = Date.UTC(2030, 0, 1)
 
 describe('the consumer’s timed behaviour (fake clock)', () => {
   let memory: InMemoryTransport
@@ -26,10 +26,7 @@ describe('the consumer’s timed behaviour (fake clock)', () => {
   let reported: [string, string][]
 
   beforeEach(async () => {
-    vi.useFakeTimers({
-      now: START,
-      toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date'],
-    })
+    useFakeClock()
     memory = new InMemoryTransport()
     transport = new RecordingTransport(memory)
     reported = []
@@ -39,28 +36,8 @@ describe('the consumer’s timed behaviour (fake clock)', () => {
   })
 
   afterEach(async () => {
-    const closing = mq.close({ drainTimeout: 0 })
-    await vi.runAllTimersAsync()
-    await closing
-    vi.useRealTimers()
+    await closeOnFakeClock(mq)
   })
-
-  /** Lets deliveries, handlers and copies run for `ms` of fake time. */
-  async function run(ms = 0): Promise<void> {
-    await vi.advanceTimersByTimeAsync(ms)
-    await vi.advanceTimersByTimeAsync(0)
-  }
-
-  /** Whether `promise` has settled by now. */
-  async function settled(promise: Promise<unknown>): Promise<boolean> {
-    let done = false
-    void promise.then(
-      () => (done = true),
-      () => (done = true),
-    )
-    await vi.advanceTimersByTimeAsync(0)
-    return done
-  }
 
   async function declare(queue: string): Promise<void> {
     await mq.applyTopology(Topology.define().queueWithDeadLetter(queue))

@@ -8,22 +8,12 @@ import {
   settlesWithin,
   sleep,
 } from '../../src/internal/timers.js'
+import { settled } from './fake-clock.js'
 
 // The engine's consumer waits, drain and close deadlines are built on these helpers (tested here
 // because test/internal/ has no folder of its own yet).
 
 const DAY = 86_400_000
-
-/** Whether `promise` has settled, after letting its callbacks run. */
-async function settled(promise: Promise<unknown>): Promise<boolean> {
-  let done = false
-  void promise.then(
-    () => (done = true),
-    () => (done = true),
-  )
-  await vi.advanceTimersByTimeAsync(0)
-  return done
-}
 
 describe('long timers', () => {
   beforeEach(() => {

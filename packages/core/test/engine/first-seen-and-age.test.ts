@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   Ack,
   AceMq,
@@ -11,11 +11,11 @@ import {
   readEnvelope,
   type Envelope,
 } from '../../src/index.js'
+import { START, closeOnFakeClock, run, useFakeClock } from '../consumer/fake-clock.js'
 
 // On a fake clock: every copy the engine writes is made at a known instant, so a first-seen
 // stamped anew (the copy's time instead of the first publish's) shows as a different number,
 // and an age is exactly what the test says it is.
-const START = Date.UTC(2030, 0, 1)
 const HOUR = 3_600_000
 
 describe('first-seen and message age on the copies the engine writes (fake clock)', () => {
@@ -23,26 +23,14 @@ describe('first-seen and message age on the copies the engine writes (fake clock
   let mq: AceMq
 
   beforeEach(async () => {
-    vi.useFakeTimers({
-      now: START,
-      toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date'],
-    })
+    useFakeClock()
     transport = new InMemoryTransport()
     mq = await AceMq.connect(transport)
   })
 
   afterEach(async () => {
-    const closing = mq.close({ drainTimeout: 0 })
-    await vi.runAllTimersAsync()
-    await closing
-    vi.useRealTimers()
+    await closeOnFakeClock(mq)
   })
-
-  /** Lets deliveries, handlers and copies run for `ms` of fake time. */
-  async function run(ms = 0): Promise<void> {
-    await vi.advanceTimersByTimeAsync(ms)
-    await vi.advanceTimersByTimeAsync(0)
-  }
 
   /** The envelope of the oldest message on `queue`, taken off it. */
   function take(queue: string): Envelope {

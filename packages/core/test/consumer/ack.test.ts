@@ -50,6 +50,16 @@ describe('isAckResult', () => {
     expect(other.isAckResult({ kind: 'release' })).toBe(false)
   })
 
+  it('recognises a result branded under the registered key acemq.ack, as every copy and version brands it', () => {
+    const brand = Symbol.for('acemq.ack')
+    const foreign = Object.defineProperty({ kind: 'release' }, brand, { value: brand })
+    expect(isAckResult(foreign)).toBe(true)
+    const otherKey = Symbol.for('another.ack')
+    expect(
+      isAckResult(Object.defineProperty({ kind: 'release' }, otherKey, { value: otherKey })),
+    ).toBe(false)
+  })
+
   it('leaves the brand out of what a result shows: its keys and its JSON', () => {
     expect(Object.keys(Ack.retry('busy', '2s'))).toStrictEqual(['kind', 'reason', 'delayMs'])
     expect(JSON.stringify(Ack.park('look'))).toBe('{"kind":"park","reason":"look"}')

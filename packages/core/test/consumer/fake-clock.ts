@@ -7,11 +7,21 @@ import { vi } from 'vitest'
 /** The fake clock's start: every instant a test names is counted from it. */
 export const START = Date.UTC(2030, 0, 1)
 
-/** Fakes timers and `Date` from `now` on (restored by {@link closeOnFakeClock}). */
-export function useFakeClock(now = START): void {
+/**
+ * Fakes timers and `Date` from {@link START} on (restored by {@link closeOnFakeClock}); with
+ * `performance`, `performance.now()` too (it then starts at 0).
+ */
+export function useFakeClock(options: { readonly performance?: boolean } = {}): void {
   vi.useFakeTimers({
-    now,
-    toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date'],
+    now: START,
+    toFake: [
+      'setTimeout',
+      'clearTimeout',
+      'setImmediate',
+      'clearImmediate',
+      'Date',
+      ...(options.performance === true ? (['performance'] as const) : []),
+    ],
   })
 }
 

@@ -101,6 +101,11 @@ describe('ConsumerOptions limits', () => {
     expect(() => options.idempotent(null as never)).toThrow(
       'idempotent(store): store must implement claim, confirm, release and isConfirmed; got null',
     )
+    // A function carrying the four methods is still no store object.
+    const callable = Object.assign(function store(): void {}, complete)
+    expect(() => options.idempotent(callable as never)).toThrow(
+      /^idempotent\(store\): store must implement claim, confirm, release and isConfirmed; got function store/,
+    )
   })
 })
 

@@ -3,19 +3,33 @@ import { ErrorCodes, PublishFailedError, UnroutableError, describeError } from '
 import type { OutgoingMessage } from '@acemq/core'
 import { PROPERTY_NAMES } from './amqp-helpers.js'
 
-interface PendingPublish {
-  /** Write order on this channel. */
-  readonly seq: number
-  readonly exchange: string
-  readonly routingKey: string
-  readonly mandatory: boolean
-  readonly body: Buffer
-  readonly messageId: string | undefined
+/**
+ * One publish waiting for its confirm, and the promise its caller holds. It keeps only what
+ * settling and return matching need — not the message, its headers or amqplib's options, which
+ * would otherwise live (and be promoted by the garbage collector) until the confirm arrives.
+ */
+class PendingPublish {
   /** The broker's reply text, once a `basic.return` has been matched to this publish. */
-  returnedWith: string | undefined
-  settled: boolean
-  readonly resolve: () => void
-  readonly reject: (error: Error) => void
+  returnedWith: string | undefined = undefined
+  settled = false
+  readonly promise: Promise<void>
+  resolve!: () => void
+  reject!: (error: Error) => void
+
+  constructor(
+    /** Write order on this channel. */
+    readonly seq: number,
+    readonly exchange: string,
+    readonly routingKey: string,
+    readonly mandatory: boolean,
+    readonly body: Buffer,
+    readonly messageId: string | undefined,
+  ) {
+    this.promise = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+  }
 }
 
 /** What a publisher tells its owner. */
@@ -124,22 +138,14 @@ export class ConfirmPublisher {
   write(message: OutgoingMessage): Promise<void> {
     const body = toBuffer(message.body)
     const options = publishOptions(message)
-    let entry: PendingPublish | undefined
-    const promise = new Promise<void>((resolve, reject) => {
-      entry = {
-        seq: ++this.#seq,
-        exchange: message.exchange,
-        routingKey: message.routingKey,
-        mandatory: message.mandatory,
-        body,
-        messageId: options.messageId,
-        returnedWith: undefined,
-        settled: false,
-        resolve,
-        reject,
-      }
-    })
-    const pending = entry as PendingPublish
+    const pending = new PendingPublish(
+      this.#seq + 1,
+      message.exchange,
+      message.routingKey,
+      message.mandatory,
+      body,
+      options.messageId,
+    )
     let accepted: boolean
     try {
       accepted = this.#channel.publish(
@@ -147,7 +153,7 @@ export class ConfirmPublisher {
         message.routingKey,
         body,
         options,
-        (error: unknown) => this.#confirmed(pending, error),
+        this.#confirmCallback(pending),
       )
     } catch (error) {
       // amqplib throws TypeError or RangeError for what it cannot encode (a header value,
@@ -158,9 +164,19 @@ export class ConfirmPublisher {
         unencodable ? { cause: error, code: ErrorCodes.UNENCODABLE } : { cause: error },
       )
     }
+    this.#seq = pending.seq
     this.#pending.add(pending)
     if (!accepted) this.#needsDrain = true
-    return promise
+    return pending.promise
+  }
+
+  /**
+   * amqplib's callback for one publish's confirm. Made apart from {@link ConfirmPublisher.write}
+   * so that it holds only the entry: a closure made there would keep the message and its
+   * options alive (they share one scope) for as long as amqplib keeps the callback.
+   */
+  #confirmCallback(entry: PendingPublish): (error: unknown) => void {
+    return (error) => this.#confirmed(entry, error)
   }
 
   /**

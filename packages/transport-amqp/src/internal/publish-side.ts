@@ -11,6 +11,7 @@ import type { OutgoingMessage, TransportPublishOptions } from '@acemq/core'
 import { closeChannelQuietly, closeModelQuietly, openShortLivedChannel } from './amqp-helpers.js'
 import { ConfirmPublisher } from './confirm-publisher.js'
 import { writeEachPassAtOnce } from './corked-writes.js'
+import { encodePublishesDirectly } from './publish-frames.js'
 import { replyCode } from './declarations.js'
 import type { Endpoint } from './endpoint.js'
 import type { ManagedConnection } from './managed-connection.js'
@@ -342,6 +343,9 @@ export class PublishSide {
     // Many publishes in a turn go out as one socket write (a performance measure only: an
     // amqplib whose internals are unknown just writes them one by one).
     writeEachPassAtOnce(model)
+    // Each publish's frames are written straight into one buffer, header keys encoded once
+    // (the same bytes as amqplib's; what this encoder does not take, amqplib still writes).
+    encodePublishesDirectly(model)
     await Promise.all(Object.values(this.#lanes).map((lane) => this.#openLane(lane, model)))
   }
 

@@ -383,6 +383,77 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       expect(sub.deliver(new ManualDelivery('after')).settlements).toEqual(['requeue'])
     })
 
+    it('gives a handler that waits inside a drain what is left of the drain time, without aborting it', async () => {
+      await mq.applyTopology(Topology.define().queueWithDeadLetter('other'))
+      await mq.consume(
+        'other',
+        ConsumerOptions.defaults(),
+        () => new Promise<void>(() => undefined),
+      )
+      const otherSub = transport.current
+      let aborted = false
+      const consumer = await mq.consume('q', ConsumerOptions.defaults(), async (_m, { signal }) => {
+        signal.addEventListener('abort', () => (aborted = true))
+        await new Promise((resolve) => setTimeout(resolve, 1_000))
+        // Waits for the other consumer's handler, which never finishes.
+        await mq.drainConsumers('1h')
+      })
+      const sub = transport.current
+      otherSub.deliver(new ManualDelivery('stuck', { queue: 'other' }))
+      const waiter = sub.deliver(new ManualDelivery('waiter'))
+      await run()
+      const closing = consumer.close({ drainTimeout: '10s' })
+      await run(9_999)
+      expect(await settled(closing)).toBe(false)
+      expect(sub.closes).toBe(0)
+      await run(1)
+      expect(await settled(closing)).toBe(true)
+      expect(aborted).toBe(false)
+      expect(sub.closes).toBe(1)
+      expect(waiter.settlements).toEqual([])
+    })
+
+    it('with no drain time aborts at once the signal of a handler still running, even one about to finish', async () => {
+      let abortedAtEnd: boolean | undefined
+      const consumer = await mq.consume('q', ConsumerOptions.defaults(), async (_m, { signal }) => {
+        await new Promise((resolve) => setTimeout(resolve, 0))
+        abortedAtEnd = signal.aborted
+      })
+      const delivery = transport.current.deliver(new ManualDelivery('soon'))
+      const closing = consumer.close({ drainTimeout: 0 })
+      await run()
+      expect(abortedAtEnd).toBe(true)
+      expect(await settled(closing)).toBe(true)
+      expect(delivery.settlements).toEqual(['ack'])
+    })
+
+    it('with no drain time leaves alone the signal of a handler waiting inside a drain, and gives it the 5 s grace', async () => {
+      await mq.applyTopology(Topology.define().queueWithDeadLetter('other'))
+      await mq.consume(
+        'other',
+        ConsumerOptions.defaults(),
+        () => new Promise<void>(() => undefined),
+      )
+      const otherSub = transport.current
+      let aborted = false
+      const consumer = await mq.consume('q', ConsumerOptions.defaults(), async (_m, { signal }) => {
+        signal.addEventListener('abort', () => (aborted = true))
+        await mq.drainConsumers('1h')
+      })
+      const sub = transport.current
+      otherSub.deliver(new ManualDelivery('stuck', { queue: 'other' }))
+      sub.deliver(new ManualDelivery('waiter'))
+      await run()
+      const closing = consumer.close({ drainTimeout: 0 })
+      await run(4_999)
+      expect(await settled(closing)).toBe(false)
+      expect(aborted).toBe(false)
+      await run(1)
+      expect(await settled(closing)).toBe(true)
+      expect(aborted).toBe(false)
+      expect(sub.closes).toBe(1)
+    })
+
     it('refuses a drain timeout that is no duration, naming it', async () => {
       const { consumer } = await consume(ConsumerOptions.defaults())
       expect(() => consumer.close({ drainTimeout: 'soon' as '1s' })).toThrow(ConfigurationError)

@@ -371,6 +371,70 @@ describe('the consumer’s copies, waits and telemetry (fake clock)', () => {
     })
   })
 
+  describe('a delivery the close gave up on', () => {
+    it('gets no ack when its copy lands afterwards', async () => {
+      const consumer = await mq.consume('q', ConsumerOptions.defaults(), () => {
+        throw new FatalError('poison')
+      })
+      let land!: () => void
+      const landing = new Promise<void>((resolve) => (land = resolve))
+      transport.beforePublish = (message) => (message.routingKey === 'q.dlq' ? landing : undefined)
+      const delivery = deliver('m-1')
+      await run()
+      const closing = consumer.close({ drainTimeout: 0 })
+      await run(5_000)
+      expect(await settled(closing)).toBe(true)
+      land()
+      await run()
+      expect(delivery.settlements).toEqual([])
+      expect(takeAll('q.dlq').map((m) => m.id)).toEqual(['m-1'])
+    })
+
+    it('gets no ack when its copy, tried again, lands afterwards', async () => {
+      const consumer = await mq.consume('q', ConsumerOptions.defaults(), () => {
+        throw new FatalError('poison')
+      })
+      let land!: () => void
+      const landing = new Promise<void>((resolve) => (land = resolve))
+      let tries = 0
+      transport.beforePublish = (message) => {
+        if (message.routingKey !== 'q.dlq') return undefined
+        if (++tries === 1) throw new Error('not now')
+        return landing
+      }
+      const delivery = deliver('m-1')
+      await run(1_000)
+      expect(tries).toBe(2)
+      const closing = consumer.close({ drainTimeout: 0 })
+      await run(5_000)
+      expect(await settled(closing)).toBe(true)
+      land()
+      await run()
+      expect(delivery.settlements).toEqual([])
+      expect(takeAll('q.dlq').map((m) => m.id)).toEqual(['m-1'])
+    })
+
+    it('is neither reported nor tried again when its copy fails afterwards', async () => {
+      const consumer = await mq.consume('q', ConsumerOptions.defaults(), () => {
+        throw new FatalError('poison')
+      })
+      let fail!: (error: Error) => void
+      const failing = new Promise<void>((_resolve, reject) => (fail = reject))
+      transport.beforePublish = (message) => (message.routingKey === 'q.dlq' ? failing : undefined)
+      const delivery = deliver('m-1')
+      await run()
+      const closing = consumer.close({ drainTimeout: 0 })
+      await run(5_000)
+      expect(await settled(closing)).toBe(true)
+      fail(new Error('the broker went away'))
+      await run(60_000)
+      expect(reported).toEqual([])
+      expect(publishesTo('q.dlq')).toHaveLength(1)
+      expect(delivery.settlements).toEqual([])
+      expect(callsOf('m-1').filter(([name]) => name === 'setAside')).toEqual([])
+    })
+  })
+
   describe('the copies it writes', () => {
     it('are persistent and mandatory, and wait out a blocked connection on the engine’s lane', async () => {
       await consume(ConsumerOptions.defaults(), () => {
@@ -545,6 +609,24 @@ describe('the consumer’s copies, waits and telemetry (fake clock)', () => {
       expect(calls).toBe(0)
       expect(delivery.settlements).toEqual([])
       expect(mq.waiting).toBe(1)
+    })
+
+    it('gives back nothing when the answer landing after the store timeout is not a claim', async () => {
+      const watched = watchedStore()
+      expect(await watched.inner.tryClaim('m-1', 'earlier')).toBe('claimed')
+      await watched.inner.confirm('m-1', 'earlier')
+      let answer!: () => void
+      watched.claim.hold = new Promise<void>((resolve) => (answer = resolve))
+      await consume(
+        ConsumerOptions.defaults().idempotent(watched.store).withStoreTimeout('1s'),
+        () => undefined,
+      )
+      deliver('m-1')
+      await run(1_000)
+      expect(reported).toHaveLength(1)
+      answer()
+      await run()
+      expect(watched.released).toEqual([])
     })
 
     it('keeps a claim answered in time, and releases nothing', async () => {

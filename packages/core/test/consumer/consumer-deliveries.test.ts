@@ -337,6 +337,50 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       expect(await consumersDetails()).toMatchObject({ status: 'UP' })
     })
 
+    it('lets go heldTimeout after its first delivery when it started while consuming was paused', async () => {
+      mq.pauseConsuming()
+      const { handled } = await consume(ConsumerOptions.defaults().withHeldTimeout('10s'))
+      const sub = transport.current
+      await run(5_000)
+      const held = sub.deliver(new ManualDelivery('held'))
+      expect(mq.held).toBe(1)
+      await run(9_999)
+      expect(held.settlements).toEqual([])
+      await run(1)
+      expect(held.settlements).toEqual(['requeue'])
+      expect(sub.cancels).toBe(1)
+      expect(handled).toEqual([])
+    })
+
+    it('takes the deliveries of the new subscription that arrive while it is still being made', async () => {
+      const { handled } = await consume(ConsumerOptions.defaults().withHeldTimeout('10s'))
+      mq.pauseConsuming()
+      await run(10_000)
+      let early: ManualDelivery | undefined
+      transport.onSubscribe = (subscription) => {
+        early = subscription.deliver(new ManualDelivery('early'))
+      }
+      mq.resumeConsuming()
+      await run()
+      expect(early?.settlements).toEqual(['ack'])
+      expect(handled).toEqual(['early'])
+    })
+
+    it('closes while it is subscribing again after a pause, and tries no more', async () => {
+      const { consumer } = await consume(ConsumerOptions.defaults().withHeldTimeout('10s'))
+      mq.pauseConsuming()
+      await run(10_000)
+      transport.failConsumes = 10
+      mq.resumeConsuming()
+      await run(1_500)
+      expect(reported).toHaveLength(2)
+      await expect(consumer.close()).resolves.toBeUndefined()
+      await run(60_000)
+      expect(reported).toHaveLength(2)
+      expect(transport.failConsumes).toBe(8)
+      expect(transport.subscriptions).toHaveLength(1)
+    })
+
     it('cancels a subscription that was made again only after the consumer closed', async () => {
       const { consumer, handled } = await consume(ConsumerOptions.defaults().withHeldTimeout('10s'))
       mq.pauseConsuming()

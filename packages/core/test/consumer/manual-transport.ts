@@ -106,6 +106,8 @@ export class ManualTransport extends InMemoryTransport {
   consumeGate: Promise<void> | undefined
   /** Subscriptions fail this many more times. */
   failConsumes = 0
+  /** Called with each new subscription before the consumer gets it. */
+  onSubscribe: ((subscription: ManualSubscription) => void) | undefined
   /** Every publish, as asked. */
   readonly published: { message: OutgoingMessage; options: TransportPublishOptions | undefined }[] =
     []
@@ -133,6 +135,8 @@ export class ManualTransport extends InMemoryTransport {
     }
     const subscription = new ManualSubscription(queue, options, onDelivery)
     this.subscriptions.push(subscription)
+    // What the broker sends before the consumer has its subscription back (AMQP's consume-ok).
+    this.onSubscribe?.(subscription)
     return subscription
   }
 

@@ -6,6 +6,7 @@ import {
   InMemoryIdempotencyStore,
   InMemoryTransport,
   readEnvelope,
+  type IdempotencyStore,
   type OutgoingMessage,
   type TransportPublishOptions,
 } from '../../src/index.js'
@@ -133,5 +134,35 @@ describe('a pipeline step’s hop to the next step (fake clock)', () => {
     expect(await store.tryClaim(`first:${id}`, 'someone-else')).toBe('claimed')
     await run(10_000)
     expect(seen).toEqual(['first'])
+  })
+
+  it('neither acks nor counts a step the close gave up on while its claim was being confirmed', async () => {
+    const inner = new InMemoryIdempotencyStore({ now: () => Date.now() })
+    let confirm!: () => void
+    const confirming = new Promise<void>((resolve) => (confirm = resolve))
+    const store: IdempotencyStore = {
+      claim: (id, owner) => inner.claim(id, owner),
+      confirm: async (id, owner) => {
+        await confirming
+        await inner.confirm(id, owner)
+      },
+      release: (id, owner) => inner.release(id, owner),
+      isConfirmed: (id) => inner.isConfirmed(id),
+    }
+    const pipeline = await mq
+      .pipeline<{ n: number }>('one')
+      .step('only', (payload) => payload)
+      .idempotent(store)
+      .build()
+    await pipeline.send({ n: 1 })
+    await run(1)
+    const closing = pipeline.close({ drainTimeout: 0 })
+    await run(5_000)
+    await closing
+    confirm()
+    await run()
+    expect(pipeline.completed).toBe(0)
+    // Back on its queue, as the closed channel left it.
+    expect(transport.messageCount('one.only')).toBe(1)
   })
 })

@@ -12,9 +12,10 @@ import { amqplibSupported } from './wire-headers.js'
  * replaced by one that writes the same three frames, byte for byte, straight into one buffer:
  * header keys encoded once and kept, ASCII strings copied without a call into C++. It takes
  * only what it can encode exactly as amqplib would — string, boolean, safe-integer and
- * `{ '!': 'int' | 'long' }` header values and well-formed properties — and hands anything else
- * (other value types, a property of the wrong type, an oversized table) to amqplib's own
- * `sendMessage`, which encodes it or throws as it always did.
+ * `{ '!': 'int' | 'long' }` header values and well-formed properties, in a publish small
+ * enough for amqplib to write as one chunk (under 2 KiB) — and hands anything else (other
+ * value types, a timestamp, a property of the wrong type, CC or BCC, a larger message) to
+ * amqplib's own `sendMessage`, which encodes it or throws as it always did.
  */
 
 /** amqplib's method and properties ids for `basic.publish` (`lib/defs.js`). */
@@ -113,9 +114,11 @@ function writeKey(key: string, offset: number, end: number): number {
     if (keys.size < KEY_CACHE_LIMIT) keys.set(key, Buffer.from(scratch.subarray(offset, after)))
     return after
   }
-  if (offset + encoded.length > end) return NOT_HERE
-  encoded.copy(scratch, offset)
-  return offset + encoded.length
+  const length = encoded.length
+  if (offset + length > end) return NOT_HERE
+  // Keys are short: a loop costs less than Buffer#copy's checks and view.
+  for (let i = 0; i < length; i++) scratch[offset + i] = encoded[i]!
+  return offset + length
 }
 
 function writeInt32(value: number, offset: number): number {
@@ -215,38 +218,31 @@ function writeTable(headers: unknown, offset: number, end: number): number {
   return at
 }
 
-/** A short-string property (absent when null or undefined, as amqplib has it). */
-function writeProperty(
-  value: unknown,
-  flag: number,
-  state: { flags: number; offset: number },
-  end: number,
-): boolean {
-  if (value === undefined || value === null) return true
-  if (typeof value !== 'string') return false
-  const after = writeShortString(value, state.offset, end)
-  if (after === NOT_HERE) return false
-  state.flags |= flag
-  state.offset = after
-  return true
+/** The property flags of the content-header frame being written. */
+let propertyFlags = 0
+
+/**
+ * A short-string property (absent when null or undefined, as amqplib has it): the offset after
+ * it, or {@link NOT_HERE}.
+ */
+function writeProperty(value: unknown, flag: number, offset: number, end: number): number {
+  if (offset === NOT_HERE || value === undefined || value === null) return offset
+  if (typeof value !== 'string') return NOT_HERE
+  const after = writeShortString(value, offset, end)
+  if (after !== NOT_HERE) propertyFlags |= flag
+  return after
 }
 
 /** An octet property (delivery mode, priority). */
-function writeOctet(
-  value: unknown,
-  flag: number,
-  state: { flags: number; offset: number },
-  end: number,
-): boolean {
-  if (value === undefined || value === null) return true
+function writeOctet(value: unknown, flag: number, offset: number, end: number): number {
+  if (offset === NOT_HERE || value === undefined || value === null) return offset
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 255) {
-    return false
+    return NOT_HERE
   }
-  if (state.offset + 1 > end) return false
-  scratch[state.offset] = value
-  state.flags |= flag
-  state.offset += 1
-  return true
+  if (offset + 1 > end) return NOT_HERE
+  scratch[offset] = value
+  propertyFlags |= flag
+  return offset + 1
 }
 
 /**
@@ -285,43 +281,31 @@ export function writePublishHead(channel: number, fields: PublishFields, bodySiz
   const high = Math.floor(bodySize / TWO_32)
   scratch.writeUInt32BE(high, header + 11)
   scratch.writeUInt32BE(bodySize - high * TWO_32, header + 15)
-  const state = { flags: 0, offset: header + 21 }
-  if (
-    !writeProperty(fields.contentType, 0x8000, state, end) ||
-    !writeProperty(fields.contentEncoding, 0x4000, state, end)
-  ) {
-    return NOT_HERE
+  propertyFlags = 0
+  offset = header + 21
+  offset = writeProperty(fields.contentType, 0x8000, offset, end)
+  offset = writeProperty(fields.contentEncoding, 0x4000, offset, end)
+  if (offset !== NOT_HERE && fields.headers !== undefined && fields.headers !== null) {
+    offset = writeTable(fields.headers, offset, end)
+    propertyFlags |= 0x2000
   }
-  if (fields.headers !== undefined && fields.headers !== null) {
-    const after = writeTable(fields.headers, state.offset, end)
-    if (after === NOT_HERE) return NOT_HERE
-    state.flags |= 0x2000
-    state.offset = after
-  }
-  if (
-    !writeOctet(fields.deliveryMode, 0x1000, state, end) ||
-    !writeOctet(fields.priority, 0x0800, state, end) ||
-    !writeProperty(fields.correlationId, 0x0400, state, end) ||
-    !writeProperty(fields.replyTo, 0x0200, state, end) ||
-    !writeProperty(fields.expiration, 0x0100, state, end) ||
-    !writeProperty(fields.messageId, 0x0080, state, end)
-  ) {
-    return NOT_HERE
-  }
+  offset = writeOctet(fields.deliveryMode, 0x1000, offset, end)
+  offset = writeOctet(fields.priority, 0x0800, offset, end)
+  offset = writeProperty(fields.correlationId, 0x0400, offset, end)
+  offset = writeProperty(fields.replyTo, 0x0200, offset, end)
+  offset = writeProperty(fields.expiration, 0x0100, offset, end)
+  offset = writeProperty(fields.messageId, 0x0080, offset, end)
   // A timestamp goes to amqplib (it has no other use here).
   if (fields.timestamp !== undefined && fields.timestamp !== null) return NOT_HERE
-  if (
-    !writeProperty(fields.type, 0x0020, state, end) ||
-    !writeProperty(fields.userId, 0x0010, state, end) ||
-    !writeProperty(fields.appId, 0x0008, state, end) ||
-    !writeProperty(fields.clusterId, 0x0004, state, end)
-  ) {
-    return NOT_HERE
-  }
-  scratch[state.offset] = FRAME_END
-  scratch.writeUInt32BE(state.offset - header - 7, header + 3)
-  scratch.writeUInt16BE(state.flags, header + 19)
-  return state.offset + 1
+  offset = writeProperty(fields.type, 0x0020, offset, end)
+  offset = writeProperty(fields.userId, 0x0010, offset, end)
+  offset = writeProperty(fields.appId, 0x0008, offset, end)
+  offset = writeProperty(fields.clusterId, 0x0004, offset, end)
+  if (offset === NOT_HERE) return NOT_HERE
+  scratch[offset] = FRAME_END
+  scratch.writeUInt32BE(offset - header - 7, header + 3)
+  scratch.writeUInt16BE(propertyFlags, header + 19)
+  return offset + 1
 }
 
 /**

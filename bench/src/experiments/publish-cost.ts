@@ -11,6 +11,9 @@
 //   amqplib-corked   Nagle off, the socket corked around each pass of amqplib's frame
 //                    multiplexer (one write of everything the channels queued in that pass),
 //                    as the transport's publish connection does since issue 21's publish sitting
+//   amqplib-direct   corked as above, and each publish's frames written by the transport's own
+//                    encoder (internal/publish-frames.ts) instead of amqplib's: the publish
+//                    connection as the transport sets it up, under a hand-written publisher
 // PUBLISH_COST_PROFILE=dir writes a .cpuprofile of each measured part there.
 // Run: pnpm --filter @acemq/bench exec tsx --conditions=@acemq/source src/experiments/publish-cost.ts
 import { spawnSync } from 'node:child_process'
@@ -19,6 +22,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import amqplib from 'amqplib'
 import { writeEachPassAtOnce } from '../../../packages/transport-amqp/src/internal/corked-writes.js'
+import { encodePublishesDirectly } from '../../../packages/transport-amqp/src/internal/publish-frames.js'
 import { confirmPublish, windowed } from '../internal/broker.js'
 import { AMQP_URL, QUICK } from '../internal/config.js'
 import { openAceMq } from '../internal/contestants.js'
@@ -32,6 +36,7 @@ const ALL_VARIANTS = [
   'amqplib',
   'amqplib-nodelay',
   'amqplib-corked',
+  'amqplib-direct',
   'acemq-nagle',
 ] as const
 type Variant = (typeof ALL_VARIANTS)[number]
@@ -97,7 +102,8 @@ async function child(variant: Variant): Promise<void> {
     } else {
       const model = await amqplib.connect(AMQP_URL, { noDelay: variant !== 'amqplib' })
       // The transport's own wrapper (what its publish connection does).
-      if (variant === 'amqplib-corked') writeEachPassAtOnce(model)
+      if (variant === 'amqplib-corked' || variant === 'amqplib-direct') writeEachPassAtOnce(model)
+      if (variant === 'amqplib-direct') encodePublishesDirectly(model)
       try {
         const confirms = await model.createConfirmChannel()
         result = await run(

@@ -127,6 +127,13 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       expect(mq.inFlight).toBe(0)
     })
 
+    it('has a result it returns applied before the transport’s delivery callback returns', async () => {
+      await mq.consume('q', ConsumerOptions.defaults(), () => Ack.release())
+      const delivery = transport.current.deliver(new ManualDelivery('now'))
+      expect(delivery.settlements).toEqual(['requeue'])
+      expect(mq.inFlight).toBe(0)
+    })
+
     it('that returns null has its message acked', async () => {
       await mq.consume('q', ConsumerOptions.defaults(), () => null as unknown as undefined)
       const delivery = transport.current.deliver(new ManualDelivery('null'))
@@ -320,6 +327,25 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       expect(sub.cancels).toBe(0)
       await run(1)
       expect(sub.cancels).toBe(1)
+    })
+
+    it('keeps the held deliveries of its new subscription when the one it let go of loses its channel', async () => {
+      const { handled } = await consume(ConsumerOptions.defaults().withHeldTimeout('10s'))
+      const old = transport.current
+      mq.pauseConsuming()
+      await run(10_000)
+      mq.resumeConsuming()
+      await run()
+      const fresh = transport.current
+      expect(fresh).not.toBe(old)
+      mq.pauseConsuming()
+      const held = fresh.deliver(new ManualDelivery('held'))
+      old.status({ type: 'channel-lost', error: new Error('gone') })
+      expect(mq.held).toBe(1)
+      mq.resumeConsuming()
+      await run()
+      expect(handled).toEqual(['held'])
+      expect(held.settlements).toEqual(['ack'])
     })
 
     it('does not report a lost channel of the subscription it let go of', async () => {
@@ -519,6 +545,29 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       after.open()
       await run()
       expect(delivery.settlements).toEqual(['ack'])
+      expect(sub.closes).toBe(1)
+    })
+
+    it('from two of its own handlers closes the channel only once both have settled', async () => {
+      const consumer: Consumer = await mq.consume(
+        'q',
+        ConsumerOptions.defaults().withConcurrency(2),
+        async (message) => {
+          // Both are running before either closes.
+          await new Promise((resolve) => setTimeout(resolve, 0))
+          await consumer.close()
+          if (message.envelope.id === 'slow')
+            await new Promise((resolve) => setTimeout(resolve, 1_000))
+        },
+      )
+      const sub = transport.current
+      const quick = sub.deliver(new ManualDelivery('quick'))
+      const slow = sub.deliver(new ManualDelivery('slow'))
+      await run()
+      expect(quick.settlements).toEqual(['ack'])
+      expect(sub.closes).toBe(0)
+      await run(1_000)
+      expect(slow.settlements).toEqual(['ack'])
       expect(sub.closes).toBe(1)
     })
 

@@ -686,6 +686,30 @@ describe('the consumer’s copies, waits and telemetry (fake clock)', () => {
       expect(mq.inFlight).toBe(0)
     })
 
+    it('parks an in-progress put-back that can never be written as it is, saying why and nothing more', async () => {
+      const watched = watchedStore()
+      expect(await watched.inner.tryClaim('m-1', 'someone-else')).toBe('claimed')
+      await consume(
+        ConsumerOptions.defaults().idempotent(watched.store).withInProgressDelay('2s'),
+        () => undefined,
+      )
+      failPublishes(
+        'q',
+        new AceMqError('a header cannot be encoded', { code: ErrorCodes.UNENCODABLE }),
+      )
+      const delivery = deliver('m-1')
+      await run(2_000)
+      expect(delivery.settlements).toEqual(['ack'])
+      expect(takeAll('q.parked')).toEqual([
+        {
+          id: 'm-1',
+          attempt: 1,
+          error:
+            "could not republish to 'q' as it is (a header cannot be encoded); its application headers were dropped",
+        },
+      ])
+    })
+
     it('ends an in-progress wait at a drain, handing the message back as it came', async () => {
       const watched = watchedStore()
       expect(await watched.inner.tryClaim('m-1', 'someone-else')).toBe('claimed')

@@ -414,6 +414,27 @@ describe('the consumer’s copies, waits and telemetry (fake clock)', () => {
       expect(takeAll('q.dlq').map((m) => m.id)).toEqual(['m-1'])
     })
 
+    it('is not handed back when the close gave up on it while its destination was being declared again', async () => {
+      const consumer = await mq.consume('q', ConsumerOptions.defaults(), () => {
+        throw new FatalError('poison')
+      })
+      failPublishes('q.dlq', new AceMqError('no route', { code: ErrorCodes.UNROUTABLE }))
+      let declared!: () => void
+      transport.declareGate = new Promise<void>((resolve) => (declared = resolve))
+      const delivery = deliver('m-1')
+      await run()
+      expect(reported.map(([context]) => context)).toEqual([
+        "could not move message m-1 to 'q.dlq' (try 1); it is held and tried again",
+      ])
+      const closing = consumer.close({ drainTimeout: 0 })
+      await run(5_000)
+      expect(await settled(closing)).toBe(true)
+      declared()
+      await run(60_000)
+      expect(delivery.settlements).toEqual([])
+      expect(publishesTo('q.dlq')).toHaveLength(1)
+    })
+
     it('is neither reported nor tried again when its copy fails afterwards', async () => {
       const consumer = await mq.consume('q', ConsumerOptions.defaults(), () => {
         throw new FatalError('poison')

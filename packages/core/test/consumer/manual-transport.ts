@@ -1,5 +1,6 @@
 import {
   InMemoryTransport,
+  type Declaration,
   type Delivery,
   type Headers,
   type MessageProperties,
@@ -106,6 +107,14 @@ export class ManualTransport extends InMemoryTransport {
   consumeGate: Promise<void> | undefined
   /** Subscriptions fail this many more times. */
   failConsumes = 0
+  /** While set, a declaration waits for it before it is made. */
+  declareGate: Promise<void> | undefined
+
+  override async declare(declarations: readonly Declaration[]): Promise<void> {
+    if (this.declareGate !== undefined) await this.declareGate
+    await super.declare(declarations)
+  }
+
   /** Called with each new subscription before the consumer gets it. */
   onSubscribe: ((subscription: ManualSubscription) => void) | undefined
   /** Every publish, as asked. */

@@ -393,9 +393,29 @@ export const idempotent: Comparison = {
           '@acemq µs/msg ÷ (amqplib µs/msg + store statements µs/msg), per round',
           perRound(us.acemq, floor, (a, b) => a / b),
           '<=',
-          1.25,
+          // Issue 21 asks Postgres for at most 1.1 × the hand-written consumer; the others keep
+          // the first wave's 1.25.
+          store === 'postgres' ? 1.1 : 1.25,
         )
-        if (shouldProfile(context, target.met)) {
+        const checks = [target]
+        if (store === 'postgres') {
+          // Issue 21's wording: against the hand-written claim + confirm consumer itself.
+          checks.push(
+            check(
+              '@acemq idempotent consume on postgres vs the hand-written consumer running the statements inline',
+              '@acemq µs/msg ÷ inline µs/msg, per round',
+              perRound(us.acemq, us.inline, div),
+              '<=',
+              1.1,
+            ),
+          )
+        }
+        if (
+          shouldProfile(
+            context,
+            checks.every((c) => c.met),
+          )
+        ) {
           const n = Math.min(sizes.profile, count * 2)
           profiles.push(
             await profileRun(
@@ -425,7 +445,7 @@ export const idempotent: Comparison = {
                 ? "Store statements: a prepared `INSERT … ON CONFLICT (id) DO NOTHING` and `UPDATE … SET confirmed = 1` per id through better-sqlite3 on a WAL file (the store's table and pragmas)."
                 : `Store statements: the same \`INSERT … ON CONFLICT (id) DO NOTHING\` and \`UPDATE … SET confirmed = true\` per id through a \`pg\` pool of ${concurrency}, ${concurrency} ids at a time (the store gets the same pool size through Kysely).`,
             'Raw consume: amqplib, `prefetch(100)`, `JSON.parse`, ack (as in comparison 1).',
-            `Inline (not part of the target, for context): an amqplib consumer, prefetch 100, ${concurrency} at a time, running the same store statements for each message before its ack — the hand-written equivalent, with the broker, the database and the consumer busy at the same time as they are for \`@acemq\`.`,
+            `Inline (${store === 'postgres' ? 'the second check' : 'not part of the target, for context'}): an amqplib consumer, prefetch 100, ${concurrency} at a time, running the same store statements for each message before its ack — the hand-written equivalent, with the broker, the database and the consumer busy at the same time as they are for \`@acemq\`.`,
           ],
           rows: [
             row('@acemq consumer + store', 'µs/msg', us.acemq),
@@ -438,7 +458,7 @@ export const idempotent: Comparison = {
             row('raw consume + raw store CPU', 'µs/msg', cpu.floor, true),
             row('inline CPU', 'µs/msg', cpu.inline),
           ],
-          checks: [target],
+          checks,
           notes: [],
         })
       }

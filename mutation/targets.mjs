@@ -94,8 +94,8 @@ export const TARGETS = [
   },
   {
     name: 'core-consumer',
-    // 90.4 % recorded (docs/mutation.md lists the survivors).
-    floor: 90,
+    // 94.4 % recorded (docs/mutation.md lists the survivors).
+    floor: 94,
     mutate: ['packages/core/src/consumer/**/*.ts'],
     testFiles: [
       'packages/core/test/consumer/*.test.ts',

@@ -85,6 +85,13 @@ describe('an ordered partition’s consumer (driven by hand, fake clock)', () =>
     expect(retried).toEqual([['m1', 1_000, false]])
   })
 
+  it('acks a message its synchronous handler accepts before the transport’s delivery callback returns', async () => {
+    await consumeOrdered('stop', 3, () => undefined)
+    const m1 = deliver('m1')
+    expect(m1.settlements).toEqual(['ack'])
+    expect(mq.inFlight).toBe(0)
+  })
+
   it('runs a released message again in place, and skips it with the reason once its attempts are spent', async () => {
     let runs = 0
     await consumeOrdered('skip', 2, () => {

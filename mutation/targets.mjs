@@ -94,7 +94,7 @@ export const TARGETS = [
   },
   {
     name: 'core-consumer',
-    // 94.4 % recorded (docs/mutation.md lists the survivors).
+    // 94.8 % recorded (docs/mutation.md lists the survivors).
     floor: 94,
     mutate: ['packages/core/src/consumer/**/*.ts'],
     testFiles: [

@@ -94,8 +94,8 @@ export const TARGETS = [
   },
   {
     name: 'core-consumer',
-    // 94.8 % recorded (docs/mutation.md lists the survivors).
-    floor: 94,
+    // 95.2 % recorded (docs/mutation.md lists the survivors).
+    floor: 95,
     mutate: ['packages/core/src/consumer/**/*.ts'],
     testFiles: [
       'packages/core/test/consumer/*.test.ts',

@@ -90,7 +90,7 @@ export class AceMq implements AsyncDisposable {
   readonly #onError: ((error: unknown, context: string) => void) | undefined
   readonly #consumers = new Set<ConsumerEngine<unknown>>()
   readonly #contributors = new Map<string, HealthContributor>()
-  readonly #currentTask = new AsyncLocalStorage<DeliveryTask>()
+  readonly #currentTask = new AsyncLocalStorage<DeliveryTask | undefined>()
   readonly #closingController = new AbortController()
   readonly #idleWaiters = new Set<() => void>()
   /** Outbox relays started on this connection: closing stops them after their round. */

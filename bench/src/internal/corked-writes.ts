@@ -1,5 +1,5 @@
 import type { ChannelModel } from 'amqplib'
-import { amqplibSupported } from './wire-headers.js'
+import { amqplibSupported } from '../../../packages/transport-amqp/src/internal/wire-headers.js'
 
 /**
  * amqplib queues each channel's frames and writes them to the socket in passes of its frame
@@ -9,6 +9,11 @@ import { amqplibSupported } from './wire-headers.js'
  * socket for the length of a pass makes the pass one `writev` — the same bytes, in the same
  * order, written at the same moment (the pass is synchronous and the socket is uncorked at its
  * end), in as few segments as they fill.
+ *
+ * The transport's publish connection did this during issue 21 and stopped: past the socket's
+ * 16 KiB high-water mark the corked write answers false, the multiplexer waits for 'drain', and
+ * confirmed-publish throughput came out about 0.1 × raw lower than uncorked in the same runs.
+ * Kept here for the publish-cost experiment's `amqplib-corked` variant.
  */
 
 /** amqplib's socket and frame multiplexer (2.x, `lib/connection.js` and `lib/mux.js`). */

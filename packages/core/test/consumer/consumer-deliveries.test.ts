@@ -419,7 +419,7 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       expect(transport.subscriptions).toHaveLength(1)
     })
 
-    it('cancels a subscription that was made again only after the consumer closed', async () => {
+    it('cancels and closes a subscription that was made again only after the consumer closed', async () => {
       const { consumer, handled } = await consume(ConsumerOptions.defaults().withHeldTimeout('10s'))
       mq.pauseConsuming()
       await run(10_000)
@@ -435,6 +435,8 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       expect(transport.subscriptions).toHaveLength(2)
       const late = transport.current
       expect(late.cancels).toBe(1)
+      // Its channel too, not left open until the connection closes.
+      expect(late.closes).toBe(1)
       expect(late.deliver(new ManualDelivery('too-late')).settlements).toEqual(['requeue'])
       expect(handled).toEqual([])
       expect(reported).toEqual([])

@@ -1,13 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { AceMq, ConsumerOptions, FatalError, Topology } from '../../src/index.js'
-import { START, closeOnFakeClock, run, settled, useFakeClock } from './fake-clock.js'
+import { START, closeOnFakeClock, run, useFakeClock } from './fake-clock.js'
 import { ManualDelivery, ManualTransport } from './manual-transport.js'
 
-// Two defects the mutation work found (issue 22): a delivery started from inside a handler took
-// that handler's identity into its settlement (Node 20's AsyncLocalStorage.exit() is undone by a
-// run() inside it), and a subscription made again after a long pause, answered only after the
-// consumer had closed, was cancelled but its channel left open.
-describe('a delivery a handler started, and a subscription answered after close', () => {
+// A defect the mutation work found (issue 22): a delivery started from inside a handler took that
+// handler's identity into its settlement (Node 20's AsyncLocalStorage.exit() is undone by a run()
+// inside it). (The other, a subscription answered after close left open, is pinned in
+// consumer-deliveries.test.ts.)
+describe('a delivery a handler started', () => {
   let transport: ManualTransport
   let mq: AceMq
   let reported: string[]
@@ -67,27 +67,5 @@ describe('a delivery a handler started, and a subscription answered after close'
     gates.done.open()
     await run()
     expect(drained).toEqual([true, 3_000])
-  })
-
-  it('closes the channel of a subscription made again only after the consumer closed', async () => {
-    const consumer = await mq.consume(
-      'q',
-      ConsumerOptions.defaults().withHeldTimeout('10s'),
-      () => undefined,
-    )
-    mq.pauseConsuming()
-    await run(10_000)
-    const slowSubscribe = gate()
-    transport.consumeGate = slowSubscribe.wait
-    mq.resumeConsuming()
-    await run()
-    const closing = consumer.close()
-    await run()
-    expect(await settled(closing)).toBe(true)
-    slowSubscribe.open()
-    await run()
-    const late = transport.current
-    expect(late.cancels).toBe(1)
-    expect(late.closes).toBe(1)
   })
 })

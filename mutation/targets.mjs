@@ -25,6 +25,7 @@ export function members(file, names) {
 
 const SQLITE_STORE = 'packages/store-sqlite/src/sqlite-idempotency-store.ts'
 const KYSELY_STORE = 'packages/store-kysely/src/kysely-idempotency-store.ts'
+const KYSELY_STATEMENTS = 'packages/store-kysely/src/idempotency-statements.ts'
 
 /**
  * What a target's results depend on, as git pathspecs: the files it mutates, its tests, what
@@ -173,10 +174,13 @@ export const TARGETS = [
         '  async #read(',
         '  async #purge(',
         '  #maybePurge(',
-        'function statements(',
-        'function affected(',
-        'function isDuplicateKey(',
-      ]),
+      ]).concat(
+        members(KYSELY_STATEMENTS, [
+          'export function statements(',
+          'export function affected(',
+          'export function isDuplicateKey(',
+        ]),
+      ),
     testFiles: [
       'packages/store-kysely/test/kysely-idempotency-store.test.ts',
       'packages/store-kysely/test/kysely-idempotency-store-edges.test.ts',

@@ -47,7 +47,14 @@ export {
   PurgeCadence,
   reportPurgeFailure,
 } from './idempotency/purge-cadence.js'
-export { idempotencyTableStatements } from './idempotency/idempotency-table-sql.js'
+export {
+  foreignIdempotencyTable,
+  idempotencyTableLayout,
+  idempotencyTableStatements,
+  type IdempotencyTableLayout,
+  type TableColumn,
+} from './idempotency/idempotency-table-sql.js'
+export { storeHealthContributor } from './idempotency/store-health.js'
 
 // Outbox stores: the checks of their arguments and the mapping between a row and a record.
 export {

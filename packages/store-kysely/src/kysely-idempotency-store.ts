@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { sql, type QueryExecutor, type QueryResult, type RawBuilder } from 'kysely'
+import type { QueryExecutor, QueryResult } from 'kysely'
 import {
   AceMqError,
   ClosedError,
@@ -7,18 +7,24 @@ import {
   DEFAULT_CLAIM_TIMEOUT,
   DEFAULT_IDEMPOTENCY_RETENTION,
   ErrorCodes,
-  describeError,
-  errorCodeOf,
   type ClaimResult,
   type ClaimingIdempotencyStore,
   type Duration,
   type HealthContributor,
-  type HealthReport,
 } from '@acemq/core'
-import { PurgeCadence, reportPurgeFailure } from '@acemq/core/spi'
+import { PurgeCadence, reportPurgeFailure, storeHealthContributor } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
+import {
+  affected,
+  isDuplicateKey,
+  statements,
+  toBoolean,
+  toNumber,
+  type Statements,
+} from './idempotency-statements.js'
+import { explainTableTrouble } from './idempotency-table-check.js'
 import {
   assertId,
   assertOwnerToken,
@@ -27,7 +33,7 @@ import {
   positiveMillis,
 } from './internal/validate.js'
 import { Batch } from './internal/batch.js'
-import { prepare, type Prepared } from './internal/prepared.js'
+import type { Prepared } from './internal/prepared.js'
 import { queryExecutor } from './internal/executor.js'
 import type { KyselyDatabase } from './kysely-database.js'
 
@@ -101,6 +107,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
   /** How long an unconfirmed claim lives before it may be taken over, in milliseconds. */
   readonly claimTimeout: number
 
+  /** The Kysely instance's executor without the caller's plugins. */
+  readonly #executor: QueryExecutor
   readonly #sql: Statements
   readonly #cadence: PurgeCadence
   /** The `now` option; undefined when the database's clock decides. */
@@ -151,7 +159,8 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     // The store's SQL must not be rewritten by the caller's plugins (CamelCasePlugin would
     // rename the columns it reads back), and is compiled once: building each statement anew
     // cost ~24 µs of CPU per message (BENCHMARKS.md).
-    this.#sql = statements(queryExecutor(db).withoutPlugins(), this.table, this.dialect, {
+    this.#executor = queryExecutor(db).withoutPlugins()
+    this.#sql = statements(this.#executor, this.table, this.dialect, {
       purgeBatchSize: this.#cadence.batchSize,
       retention: this.retention,
       claimTimeout: this.claimTimeout,
@@ -225,7 +234,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
         // Someone else changed the row first: look again.
       }
     } catch (error) {
-      throw this.#tableTrouble(error)
+      throw await this.#tableTrouble(error)
     }
     throw new AceMqError(
       `the claim on ${JSON.stringify(id)} kept changing under this store for ${MAX_ROUNDS} rounds; not guessing`,
@@ -263,7 +272,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       if (batchable(this.#confirmBatch, id)) await this.#confirmBatch.add({ id, owner })
       else affected(await this.#sql.confirm({ id, owner, now: this.#now?.() }), 'confirm')
     } catch (error) {
-      throw this.#tableTrouble(error)
+      throw await this.#tableTrouble(error)
     }
   }
 
@@ -284,7 +293,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     try {
       await this.#sql.release({ id, owner })
     } catch (error) {
-      throw this.#tableTrouble(error)
+      throw await this.#tableTrouble(error)
     }
   }
 
@@ -303,7 +312,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
       const row = await this.#read(id, this.#now?.())
       return row !== undefined && row.confirmed && row.now - row.confirmedAt <= this.retention
     } catch (error) {
-      throw this.#tableTrouble(error)
+      throw await this.#tableTrouble(error)
     }
   }
 
@@ -323,7 +332,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     try {
       await this.#sql.read({ id: '', now: this.#now?.() })
     } catch (error) {
-      throw this.#tableTrouble(error)
+      throw await this.#tableTrouble(error)
     }
   }
 
@@ -360,7 +369,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     try {
       return await this.#purge()
     } catch (error) {
-      throw this.#tableTrouble(error)
+      throw await this.#tableTrouble(error)
     }
   }
 
@@ -470,58 +479,14 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
     if (this.#closed) throw new ClosedError('the Kysely idempotency store is closed')
   }
 
-  /** A missing table said in words, with the way to create it; any other error as it is. */
-  #tableTrouble(error: unknown): unknown {
-    if (!isMissingTable(error)) return error
-    return new AceMqError(
-      `the idempotency table ${this.table} does not exist: create it in a migration, with idempotencyMigration() or store.createTableSql()`,
-      { code: ErrorCodes.STORE_TABLE_MISSING, cause: error },
-    )
+  /** A missing table, or another AceMQ library's table of the same name, said in words. */
+  #tableTrouble(error: unknown): Promise<unknown> {
+    return explainTableTrouble(error, {
+      table: this.table,
+      dialect: this.dialect,
+      executor: this.#executor,
+    })
   }
-}
-
-/** The health contributor both readiness checks share: UP while `verify` resolves. */
-function storeHealthContributor(
-  name: string,
-  table: string,
-  verify: () => Promise<void>,
-): HealthContributor {
-  return {
-    name,
-    async report(): Promise<HealthReport> {
-      try {
-        await verify()
-        return { name, status: 'UP', details: { table } }
-      } catch (error) {
-        const details: Record<string, string> = { table, error: describeError(error) }
-        const code = errorCodeOf(error)
-        if (code !== undefined) details['code'] = code
-        return { name, status: 'DEGRADED', details }
-      }
-    },
-  }
-}
-
-/**
- * Whether the database said the table (or its schema) does not exist: Postgres `42P01`
- * (undefined table) and `3F000` (undefined schema), MySQL / MariaDB `ER_NO_SUCH_TABLE` (1146)
- * and `ER_BAD_DB_ERROR` (1049), SQLite's `no such table`.
- */
-function isMissingTable(error: unknown): boolean {
-  const { code, errno, message } = (error ?? {}) as {
-    code?: unknown
-    errno?: unknown
-    message?: unknown
-  }
-  return (
-    code === '42P01' ||
-    code === '3F000' ||
-    code === 'ER_NO_SUCH_TABLE' ||
-    errno === 1146 ||
-    code === 'ER_BAD_DB_ERROR' ||
-    errno === 1049 ||
-    (typeof message === 'string' && /no such table/i.test(message))
-  )
 }
 
 /** One claim or confirm waiting for its batch. */
@@ -539,173 +504,6 @@ function batchable<T>(
   id: string,
 ): batch is Batch<Claimant, T> {
   return batch !== undefined && !batch.waiting.some((call) => call.input.id === id)
-}
-
-interface Statements {
-  readonly insert: Prepared<'id' | 'owner' | 'now'>
-  /** Postgres only: {@link Statements.insert} for many ids at once, answering those inserted. */
-  readonly insertMany: Prepared<'ids' | 'owners' | 'now'> | undefined
-  /** Postgres only: {@link Statements.confirm} for many ids at once (each id once). */
-  readonly confirmMany: Prepared<'ids' | 'owners' | 'now'> | undefined
-  readonly read: Prepared<'id' | 'now', Record<string, unknown>>
-  readonly takeOver: Prepared<'id' | 'owner' | 'now' | 'staleOwner'>
-  readonly reclaim: Prepared<'id' | 'owner' | 'now'>
-  readonly confirm: Prepared<'id' | 'owner' | 'now'>
-  readonly release: Prepared<'id' | 'owner'>
-  readonly purge: Prepared<'now'>
-}
-
-/**
- * The database server's clock in epoch milliseconds, one instant per statement:
- * `statement_timestamp()` is the statement's start even inside a transaction, and
- * `UTC_TIMESTAMP()` ignores the session time zone (converting `NOW()` would be ambiguous in
- * the hour a daylight-saving change repeats).
- */
-const DATABASE_CLOCK: Readonly<Record<'postgres' | 'mysql', string>> = {
-  postgres: 'floor(extract(epoch from statement_timestamp()) * 1000)::bigint',
-  mysql: "(timestampdiff(microsecond, '1970-01-01', utc_timestamp(3)) div 1000)",
-}
-
-/** Every statement the store runs, compiled once for its table, dialect and durations. */
-function statements(
-  executor: QueryExecutor,
-  table: string,
-  dialect: IdempotencyDialect,
-  options: {
-    readonly purgeBatchSize: number
-    readonly retention: number
-    readonly claimTimeout: number
-    /** Whether the database's clock decides; else the `now` slot carries the store's. */
-    readonly databaseClock: boolean
-  },
-): Statements {
-  const t = sql.table(table)
-  const yes = sql.raw(dialect === 'sqlite' ? '1' : 'true')
-  const no = sql.raw(dialect === 'sqlite' ? '0' : 'false')
-  const columns = sql`(id, owner, claimed_at, confirmed, confirmed_at)`
-  const mysql = dialect === 'mysql'
-  const retention = sql.lit(options.retention)
-  const staleAfter = sql.lit(Math.max(options.retention, options.claimTimeout))
-  const claimTimeout = sql.lit(options.claimTimeout)
-  // Every timestamp a statement writes or compares comes from here.
-  const clock = (now: unknown): RawBuilder<unknown> =>
-    dialect !== 'sqlite' && options.databaseClock
-      ? sql.raw(DATABASE_CLOCK[dialect])
-      : dialect === 'postgres'
-        ? // Typed, or Postgres reads `$1 - 60000` as integer arithmetic and the value overflows.
-          sql`cast(${now} as bigint)`
-        : sql`${now}`
-  return {
-    insert: prepare(executor, ['id', 'owner', 'now'], ($) => {
-      const insert = sql`insert into ${t} ${columns} values (${$.id}, ${$.owner}, ${clock($.now)}, ${no}, null)`
-      return mysql ? insert : sql`${insert} on conflict (id) do nothing`
-    }),
-    insertMany:
-      dialect === 'postgres'
-        ? prepare(
-            executor,
-            ['ids', 'owners', 'now'],
-            ($) =>
-              sql`insert into ${t} ${columns} select c.id, c.owner, ${clock($.now)}, ${no}, null from unnest(cast(${$.ids} as text[]), cast(${$.owners} as text[])) as c(id, owner) on conflict (id) do nothing returning id`,
-          )
-        : undefined,
-    confirmMany:
-      dialect === 'postgres'
-        ? prepare(
-            executor,
-            ['ids', 'owners', 'now'],
-            ($) =>
-              sql`insert into ${t} ${columns} select c.id, c.owner, ${clock($.now)}, ${yes}, ${clock($.now)} from unnest(cast(${$.ids} as text[]), cast(${$.owners} as text[])) as c(id, owner) on conflict (id) do update set confirmed = ${yes}, confirmed_at = ${clock($.now)}`,
-          )
-        : undefined,
-    read: prepare(
-      executor,
-      ['id', 'now'],
-      ($) =>
-        sql`select owner, claimed_at, confirmed, confirmed_at, ${clock($.now)} as now_ms from ${t} where id = ${$.id}`,
-    ),
-    // Only the racer whose update still finds the claim stale (and its owner unchanged) wins.
-    takeOver: prepare(
-      executor,
-      ['id', 'owner', 'now', 'staleOwner'],
-      ($) =>
-        sql`update ${t} set owner = ${$.owner}, claimed_at = ${clock($.now)} where id = ${$.id} and owner = ${$.staleOwner} and confirmed = ${no} and claimed_at < ${clock($.now)} - ${claimTimeout}`,
-    ),
-    // A confirmation past the retention counts as absent: the id is claimed again.
-    reclaim: prepare(
-      executor,
-      ['id', 'owner', 'now'],
-      ($) =>
-        sql`update ${t} set owner = ${$.owner}, claimed_at = ${clock($.now)}, confirmed = ${no}, confirmed_at = null where id = ${$.id} and confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${clock($.now)} - ${retention}`,
-    ),
-    confirm: prepare(executor, ['id', 'owner', 'now'], ($) => {
-      const values = sql`values (${$.id}, ${$.owner}, ${clock($.now)}, ${yes}, ${clock($.now)})`
-      return mysql
-        ? sql`insert into ${t} ${columns} ${values} on duplicate key update confirmed = ${yes}, confirmed_at = ${clock($.now)}`
-        : sql`insert into ${t} ${columns} ${values} on conflict (id) do update set confirmed = ${yes}, confirmed_at = ${clock($.now)}`
-    }),
-    release: prepare(
-      executor,
-      ['id', 'owner'],
-      ($) => sql`delete from ${t} where id = ${$.id} and owner = ${$.owner} and confirmed = ${no}`,
-    ),
-    purge: prepare(executor, ['now'], ($) => {
-      const before = sql`${clock($.now)} - ${retention}`
-      const staleBefore = sql`${clock($.now)} - ${staleAfter}`
-      // claimed_at bounds both branches, so the claimed_at index finds the candidates.
-      const expired = sql`claimed_at < ${before} and ((confirmed = ${yes} and coalesce(confirmed_at, claimed_at) < ${before}) or (confirmed = ${no} and claimed_at < ${staleBefore}))`
-      const limit = sql.lit(options.purgeBatchSize)
-      return mysql
-        ? sql`delete from ${t} where ${expired} limit ${limit}`
-        : // The outer condition is checked again on rows a concurrent claim just changed.
-          sql`delete from ${t} where id in (select id from ${t} where ${expired} limit ${limit}) and ${expired}`
-    }),
-  }
-}
-
-/** The affected-row count, or an error when the driver did not report one: unknown is never "taken". */
-function affected(result: QueryResult<unknown>, what: string): number {
-  if (typeof result.numAffectedRows !== 'bigint') {
-    throw new AceMqError(
-      `the database did not report how many rows the idempotency ${what} affected; refusing to guess`,
-      { code: ErrorCodes.STORE_RESULT_UNKNOWN },
-    )
-  }
-  return Number(result.numAffectedRows)
-}
-
-function isDuplicateKey(error: unknown): boolean {
-  const { errno, code } = (error ?? {}) as { errno?: unknown; code?: unknown }
-  return errno === 1062 || code === 'ER_DUP_ENTRY'
-}
-
-function toNumber(value: unknown, column: string): number {
-  const n =
-    typeof value === 'number'
-      ? value
-      : typeof value === 'bigint' || typeof value === 'string'
-        ? Number(value)
-        : NaN
-  if (!Number.isFinite(n)) {
-    throw new AceMqError(
-      `the idempotency table returned ${String(value)} for ${column}, not a number`,
-      {
-        code: ErrorCodes.STORE_RESULT_UNKNOWN,
-      },
-    )
-  }
-  return n
-}
-
-function toBoolean(value: unknown): boolean {
-  if (value === true || value === 1 || value === 1n || value === '1' || value === 't') return true
-  if (value === false || value === 0 || value === 0n || value === '0' || value === 'f') return false
-  throw new AceMqError(
-    `the idempotency table returned ${String(value)} for confirmed, not a boolean`,
-    {
-      code: ErrorCodes.STORE_RESULT_UNKNOWN,
-    },
-  )
 }
 
 function warn(error: unknown): void {

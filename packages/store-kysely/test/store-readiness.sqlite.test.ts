@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { storeReadinessScenarios } from '@acemq/testing'
+import { familyTableScenarios, storeReadinessScenarios } from '@acemq/testing'
 import { idempotencyMigration, KyselyIdempotencyStore } from '../src/index.js'
 import { sqlite } from './support/databases.js'
+import { familyTableFixture } from './support/server-store-suite.js'
 
 storeReadinessScenarios('KyselyIdempotencyStore on SQLite', {
   async create() {
@@ -21,5 +22,15 @@ storeReadinessScenarios('KyselyIdempotencyStore on SQLite', {
         rmSync(dir, { recursive: true, force: true })
       },
     }
+  },
+})
+
+familyTableScenarios('KyselyIdempotencyStore on SQLite', {
+  dialect: 'sqlite',
+  async create() {
+    const dir = mkdtempSync(join(tmpdir(), 'acemq-kysely-family-'))
+    return familyTableFixture(sqlite(join(dir, 'idempotency.db')), () =>
+      rmSync(dir, { recursive: true, force: true }),
+    )
   },
 })

@@ -7,16 +7,19 @@ import {
   DEFAULT_CLAIM_TIMEOUT,
   DEFAULT_IDEMPOTENCY_RETENTION,
   ErrorCodes,
-  describeError,
-  errorCodeOf,
   toMillis,
   type ClaimResult,
   type ClaimingIdempotencyStore,
   type Duration,
   type HealthContributor,
-  type HealthReport,
 } from '@acemq/core'
-import { PurgeCadence, reportPurgeFailure } from '@acemq/core/spi'
+import {
+  PurgeCadence,
+  foreignIdempotencyTable,
+  parseTableName,
+  reportPurgeFailure,
+  storeHealthContributor,
+} from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { openDatabase } from './internal/database.js'
 import { sqliteTable, type SqliteTable } from './internal/table-sql.js'
@@ -271,22 +274,9 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
    * ```
    */
   healthContributor(options: { readonly name?: string } = {}): HealthContributor {
-    const name = options.name ?? 'idempotency-store'
-    const table = this.table
-    return {
-      name,
-      report: async (): Promise<HealthReport> => {
-        try {
-          await this.verify()
-          return { name, status: 'UP', details: { table } }
-        } catch (error) {
-          const details: Record<string, string> = { table, error: describeError(error) }
-          const code = errorCodeOf(error)
-          if (code !== undefined) details['code'] = code
-          return { name, status: 'DEGRADED', details }
-        }
-      },
-    }
+    return storeHealthContributor(options.name ?? 'idempotency-store', this.table, () =>
+      this.verify(),
+    )
   }
 
   /**
@@ -356,9 +346,34 @@ export class SqliteIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
           { code: ErrorCodes.STORE_TABLE_MISSING, cause: error },
         )
       }
+      if (error instanceof Error && /no such column|has no column named/i.test(error.message)) {
+        const foreign = this.#foreignTable()
+        if (foreign !== undefined) {
+          throw new AceMqError(foreign, { code: ErrorCodes.STORE_TABLE_MISSING, cause: error })
+        }
+      }
       throw error
     }
     return this.#statements
+  }
+
+  /**
+   * Why the existing table is not one this store can use — another AceMQ library's layout, or
+   * columns missing (docs/design.md §7) — or undefined when it cannot be told.
+   */
+  #foreignTable(): string | undefined {
+    const [schema, name] = parseTableName(this.table)
+    try {
+      const columns = this.#db
+        .prepare<[string, string], { name: string; type: string }>(
+          'SELECT name, type FROM pragma_table_info(?, ?) ORDER BY cid',
+        )
+        .all(name, schema ?? 'main')
+      return foreignIdempotencyTable(this.table, columns)
+    } catch {
+      // The table cannot be described: SQLite's own error says the most.
+      return undefined
+    }
   }
 
   #prepare(): Statements {

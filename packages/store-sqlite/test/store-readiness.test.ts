@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { storeReadinessScenarios } from '@acemq/testing'
+import { familyTableScenarios, storeReadinessScenarios } from '@acemq/testing'
 import { SqliteIdempotencyStore } from '../src/index.js'
 
 storeReadinessScenarios('SqliteIdempotencyStore', {
@@ -17,6 +17,28 @@ storeReadinessScenarios('SqliteIdempotencyStore', {
       },
       async cleanup() {
         await store.close()
+        db.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  },
+})
+
+familyTableScenarios('SqliteIdempotencyStore', {
+  dialect: 'sqlite',
+  async create() {
+    const dir = mkdtempSync(join(tmpdir(), 'acemq-sqlite-family-'))
+    const db = new Database(join(dir, 'idempotency.db'))
+    const stores: SqliteIdempotencyStore[] = []
+    return {
+      execute: async (statement) => void db.exec(statement),
+      store(table) {
+        const store = new SqliteIdempotencyStore(db, { table })
+        stores.push(store)
+        return store
+      },
+      async cleanup() {
+        await Promise.all(stores.map((store) => store.close()))
         db.close()
         rmSync(dir, { recursive: true, force: true })
       },

@@ -1,6 +1,11 @@
 import { Migrator, sql, type Kysely } from 'kysely'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
-import { idempotencyStoreConformance, storeReadinessScenarios } from '@acemq/testing'
+import {
+  familyTableScenarios,
+  idempotencyStoreConformance,
+  storeReadinessScenarios,
+  type FamilyTableFixture,
+} from '@acemq/testing'
 import {
   idempotencyMigration,
   KyselyIdempotencyStore,
@@ -38,6 +43,30 @@ async function createTable(db: Kysely<AppDatabase>, table: string): Promise<void
 
 async function dropTable(db: Kysely<AppDatabase>, table: string): Promise<void> {
   await sql`drop table if exists ${sql.table(table)}`.execute(db)
+}
+
+/**
+ * Stores on tables the family scenarios create in `db`; `cleanup` closes them, destroys `db` and
+ * then runs `after`.
+ */
+export function familyTableFixture(
+  db: Kysely<AppDatabase>,
+  after: () => void = () => undefined,
+): FamilyTableFixture {
+  const stores: KyselyIdempotencyStore[] = []
+  return {
+    execute: async (statement) => void (await sql.raw(statement).execute(db)),
+    store(table) {
+      const store = new KyselyIdempotencyStore(db, { table })
+      stores.push(store)
+      return store
+    },
+    async cleanup() {
+      await Promise.all(stores.map((store) => store.close()))
+      await db.destroy()
+      after()
+    },
+  }
 }
 
 /**
@@ -91,6 +120,11 @@ function serverSuite(server: ServerDatabase, more: (t: ServerTable) => void): vo
         },
       }
     },
+  })
+
+  familyTableScenarios(`KyselyIdempotencyStore on ${server.name}`, {
+    dialect: server.dialect,
+    create: async () => familyTableFixture(server.open({ max: 2 })),
   })
 
   describe(`KyselyIdempotencyStore on ${server.name}`, () => {

@@ -1,5 +1,6 @@
-import type { HealthReport } from '@acemq/core'
+import { deadLetterQueueName, parkedQueueName, type HealthReport } from '@acemq/core'
 import { connect } from '@acemq/transport-amqp'
+import amqplib from 'amqplib'
 
 /** One ledger entry: the n-th movement on an account. The amount comes as text from upstream. */
 interface Entry {
@@ -39,6 +40,7 @@ await ledger.consume((message) => {
   const amount = corrections.get(message.envelope.id) ?? Number(entry.amount)
   if (!Number.isFinite(amount)) throw new Error(`amount '${entry.amount}' is not a number`)
   balances.set(entry.account, { seq: entry.seq, balance: account.balance + amount })
+  console.log(`booked ${entry.account} #${entry.seq} (${amount})`)
   if (++booked === accounts.length * entriesPerAccount) allBooked()
 })
 
@@ -78,6 +80,19 @@ for (const account of accounts) {
   console.log(`${account}: ${seq} entries in order, balance ${balance}`)
 }
 console.log(`booked ${booked} entries (${ledger.handled} handled, ${ledger.failed} failed runs)`)
+await mq.close()
+
+// A demo run leaves nothing behind, so it runs again the same way; a real service keeps its queues.
+const admin = await amqplib.connect(url)
+const channel = await admin.createChannel()
+const partitionQueues = Array.from({ length: 4 }, (_, p) => ledger.queueFor(p))
+for (const queue of partitionQueues) {
+  for (const leftover of [queue, deadLetterQueueName(queue), parkedQueueName(queue)]) {
+    await channel.deleteQueue(leftover)
+  }
+}
+await admin.close()
+console.log(`removed ${partitionQueues.length} partition queues and their .dlq and .parked`)
 
 async function orderedReport(): Promise<HealthReport> {
   const { reports } = await mq.health()

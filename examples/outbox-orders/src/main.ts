@@ -2,7 +2,13 @@
 // are written in ONE database transaction; a relay publishes the messages (confirmed,
 // mandatory) and marks them published; an idempotent consumer handles each order once, even
 // when the relay publishes one again after a crash between the confirm and the mark.
-import { ConsumerOptions, OutboxRecord, Topology } from '@acemq/core'
+import {
+  ConsumerOptions,
+  OutboxRecord,
+  Topology,
+  deadLetterQueueName,
+  parkedQueueName,
+} from '@acemq/core'
 import {
   KyselyIdempotencyStore,
   KyselyOutboxStore,
@@ -10,6 +16,7 @@ import {
   outboxMigration,
 } from '@acemq/store-kysely'
 import { connect } from '@acemq/transport-amqp'
+import amqplib from 'amqplib'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 
@@ -78,4 +85,12 @@ await outboxMigration({ table: `${name}_outbox` }).down(db)
 await idempotencyMigration({ table: `${name}_seen` }).down(db)
 await sql`drop table if exists ${sql.table(`${name}_orders`)}`.execute(db)
 await db.destroy()
+// A demo run leaves nothing behind, so it runs again the same way; a real service keeps its queues.
+const admin = await amqplib.connect(amqpUrl)
+const channel = await admin.createChannel()
+for (const leftover of [queue, deadLetterQueueName(queue), parkedQueueName(queue)]) {
+  await channel.deleteQueue(leftover)
+}
+await admin.close()
+console.log(`removed ${queue} and its .dlq and .parked`)
 console.log('done')

@@ -28,6 +28,7 @@ export default defineConfig({
             'packages/*/test/**/*.test.ts',
             'examples/*/test/**/*.test.ts',
             'e2e/test/**/*.test.ts',
+            'bench/test/**/*.test.ts',
           ],
           exclude: ['**/node_modules/**', '**/*.disruptive.test.ts'],
         },

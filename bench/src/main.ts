@@ -8,7 +8,7 @@ import { COMPARISONS } from './comparisons/index.js'
 import { Admin } from './internal/broker.js'
 import { QUICK, forcedProfiles, selectedComparisons, sizes } from './internal/config.js'
 import { describeMachine } from './internal/machine.js'
-import { resultsMarkdown, writeMarkdown, type Report } from './internal/report.js'
+import { writeMarkdown, type Report } from './internal/report.js'
 import { fmt } from './internal/stats.js'
 
 const BENCH = fileURLToPath(new URL('..', import.meta.url))
@@ -33,7 +33,7 @@ async function main(): Promise<void> {
   if (process.env['BENCH_RENDER'] === '1') {
     // Re-render BENCHMARKS.md from results/latest.json without measuring anything.
     const report = JSON.parse(fs.readFileSync(path.join(RESULTS, 'latest.json'), 'utf8')) as Report
-    writeMarkdown(BENCHMARKS_MD, resultsMarkdown(report), SKELETON)
+    writeMarkdown(BENCHMARKS_MD, report, SKELETON)
     log(`rendered ${path.relative(process.cwd(), BENCHMARKS_MD)} from results/latest.json`)
     return
   }
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   if (!official) {
     log(`${tag} run: BENCHMARKS.md left as it is`)
   } else {
-    writeMarkdown(BENCHMARKS_MD, resultsMarkdown(report), SKELETON)
+    writeMarkdown(BENCHMARKS_MD, report, SKELETON)
     log(`wrote ${path.relative(process.cwd(), BENCHMARKS_MD)}`)
   }
   log(`done in ${((Date.now() - started) / 1000).toFixed(0)} s`)

@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process'
 import {
   copyFileSync,
   mkdirSync,
@@ -11,14 +10,11 @@ import {
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AMQP_URL, DATABASE_URL, requirePostgres, requireRabbit, uniqueName } from '@acemq/testing'
+import { packPackages, root, sh } from './packing.js'
 
-const run = promisify(execFile)
 const hasServices = (await requireRabbit()) && (await requirePostgres())
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const template = path.join(root, 'e2e', 'packed-app')
 const exampleSources = path.join(root, 'examples', 'production-service', 'src')
 
@@ -78,31 +74,6 @@ function installedVersion(name: string, from: string): string {
   }
 }
 
-/** Runs a command; on failure, the error carries its output. */
-async function sh(
-  command: string,
-  args: readonly string[],
-  options: { cwd: string; env?: NodeJS.ProcessEnv; timeout?: number },
-): Promise<string> {
-  try {
-    const { stdout, stderr } = await run(command, args, {
-      cwd: options.cwd,
-      env: options.env ?? process.env,
-      timeout: options.timeout ?? 600_000,
-      maxBuffer: 64 * 1024 * 1024,
-    })
-    return `${stdout}${stderr}`
-  } catch (error) {
-    const { stdout, stderr } = error as { stdout?: string; stderr?: string }
-    throw new Error(
-      `${command} ${args.join(' ')} failed in ${options.cwd}:\n${stdout ?? ''}${stderr ?? ''}`,
-      {
-        cause: error,
-      },
-    )
-  }
-}
-
 const work = mkdtempSync(path.join(tmpdir(), 'acemq-packed-app-'))
 
 afterAll(() => {
@@ -116,23 +87,9 @@ let packing: Promise<Record<string, string>> | undefined
  * name: both projects below install from the same tarballs, and only one build runs.
  */
 function packAll(): Promise<Record<string, string>> {
-  packing ??= (async () => {
-    // The tarballs hold dist/: build first (turbo answers from its cache when nothing changed).
-    await sh('pnpm', ['build'], { cwd: root })
-    const packs = path.join(work, 'packs')
-    mkdirSync(packs)
-    const tarballs: Record<string, string> = {}
-    for (const name of [...PACKAGES, 'testing']) {
-      const before = new Set(readdirSync(packs))
-      await sh('pnpm', ['pack', '--pack-destination', packs], {
-        cwd: path.join(root, 'packages', name),
-      })
-      const [tarball] = readdirSync(packs).filter((file) => !before.has(file))
-      if (tarball === undefined) throw new Error(`pnpm pack made no tarball for ${name}`)
-      tarballs[`@acemq/${name}`] = `file:${path.join(packs, tarball)}`
-    }
-    return tarballs
-  })()
+  packing ??= packPackages([...PACKAGES, 'testing'], path.join(work, 'packs')).then((tarballs) =>
+    Object.fromEntries(Object.entries(tarballs).map(([name, file]) => [name, `file:${file}`])),
+  )
   return packing
 }
 

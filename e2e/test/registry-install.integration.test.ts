@@ -23,7 +23,7 @@ afterAll(() => {
 /** The fenced blocks of `language` in the section of `readme` under `heading`, in order. */
 function blocks(readme: string, heading: string, language: string): string[] {
   const text = readFileSync(path.join(root, readme), 'utf8')
-  const start = text.indexOf(`\n${heading}\n`)
+  const start = text.startsWith(`${heading}\n`) ? 0 : text.indexOf(`\n${heading}\n`)
   if (start < 0) throw new Error(`${readme} has no section ${heading}`)
   const end = text.indexOf('\n## ', start + heading.length + 2)
   const section = text.slice(start, end < 0 ? undefined : end)
@@ -137,4 +137,57 @@ describe.runIf(hasRabbit)("the root README's quick start, from npm in a fresh pr
     // Acked before the close: nothing is left to redeliver.
     expect(await vhost.counts(queue)).toStrictEqual({ ready: 0, unacked: 0 })
   }, 120_000)
+})
+
+/**
+ * A span recorded through the installed SDK: `@acemq/otel` on an in-memory connection, the
+ * tracer provider from `@opentelemetry/sdk-trace-base`. Prints the span names.
+ */
+const OTEL_CHECK = `import { trace } from '@opentelemetry/api'
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { AceMq, InMemoryTransport, Topology } from '@acemq/core'
+import { instrument } from '@acemq/otel'
+
+const exporter = new InMemorySpanExporter()
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+trace.setGlobalTracerProvider(tracerProvider)
+const mq = await AceMq.connect(new InMemoryTransport())
+instrument(mq)
+await mq.applyTopology(Topology.define().queue('orders'))
+await mq.publisher('', 'orders').send({ id: 'o-1' })
+await mq.close()
+console.log(exporter.getFinishedSpans().map((span) => span.name).join(','))
+`
+
+describe("@acemq/otel's install line, from npm in a fresh project", () => {
+  beforeAll(async () => {
+    await quickStartApp()
+  }, 900_000)
+
+  it('installs a tree npm accepts, with the API the SDK wants, and records a span through it', async () => {
+    const packs = await packed()
+    const [install] = blocks('packages/otel/README.md', '# @acemq/otel', 'sh')
+    const [line, ...rest] = commands(install ?? '', packs)
+    expect(rest).toStrictEqual([])
+    expect(line).toMatch(/^npm i .*@opentelemetry\/api@~1\.9\.0 /)
+    await sh('sh', ['-c', line ?? ''], { cwd: app, env: npmEnv, timeout: 600_000 })
+    // `npm ls` exits non-zero on a missing or invalid peer.
+    const tree = await sh('npm', ['ls', '--all', '@opentelemetry/api'], { cwd: app, env: npmEnv })
+    expect(tree).toMatch(/@opentelemetry\/api@1\.9\.\d+/)
+    expect(tree).not.toMatch(/@opentelemetry\/api@1\.(?!9\.)/)
+    writeFileSync(path.join(app, 'otel-check.mjs'), OTEL_CHECK)
+    const spans = await sh(process.execPath, ['otel-check.mjs'], { cwd: app, timeout: 60_000 })
+    expect(spans.trim()).toBe('orders publish')
+  }, 600_000)
+
+  it('is refused by npm with an unpinned API: the trap the pin avoids', async () => {
+    const refused = sh(
+      'npm',
+      ['i', '--dry-run', '@opentelemetry/api@latest', '@opentelemetry/sdk-trace-base@^2'],
+      { cwd: app, env: npmEnv, timeout: 300_000 },
+    )
+    await expect(refused).rejects.toThrow(
+      /ERESOLVE[\s\S]*peer @opentelemetry\/api@"[^"]*<1\.10\.0" from @opentelemetry\/sdk-trace-base/,
+    )
+  }, 300_000)
 })

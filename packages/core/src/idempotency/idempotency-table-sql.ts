@@ -141,7 +141,7 @@ export function idempotencyTableLayout(
 /**
  * Why a store cannot use the existing table `table` whose columns are `columns`, in words: the
  * AceMQ library whose layout it has (or the columns it lacks), and the remedy — another table
- * name for this store. Undefined when the table has this library's columns.
+ * name for this store. Undefined when the table has this library's columns, or none were found.
  *
  * @example
  * ```ts
@@ -154,12 +154,14 @@ export function foreignIdempotencyTable(
   columns: readonly TableColumn[],
 ): string | undefined {
   const layout = idempotencyTableLayout(columns)
-  if (layout === 'typescript') return undefined
+  // No columns: the table was not found where the store looked (another schema on the search
+  // path, no privilege to see it), so nothing can be said about it.
+  if (layout === 'typescript' || columns.length === 0) return undefined
   const found = columns.map((column) => column.name).join(', ')
   const remedy = `give this store a table of its own ({ table: '${suggestedTable(table)}' }) and create it with createTableSql(); a table's layout is never changed in place`
   const library = FOREIGN_LAYOUTS.find((candidate) => candidate.layout === layout)?.library
   return library === undefined
-    ? `the idempotency table ${table} exists without the columns this store uses (${OWN_COLUMNS.join(', ')}); it has ${found === '' ? 'no columns' : found}: ${remedy}`
+    ? `the idempotency table ${table} exists without the columns this store uses (${OWN_COLUMNS.join(', ')}); it has ${found}: ${remedy}`
     : `the idempotency table ${table} has the layout of ${library} (${found}), not this library's (${OWN_COLUMNS.join(', ')}): another service in this database created it. ${capitalised(remedy)}`
 }
 

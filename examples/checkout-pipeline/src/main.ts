@@ -56,7 +56,7 @@ const checkout = await mq
     note(order, `shipped (${order.reservation}, ${order.payment})`)
     return { ...order, parcel: `parcel-${order.id}` }
   })
-  // Every step claims `{step}:{order id}`: a redelivered step never charges or ships twice.
+  // Every step claims `{pipeline}.{step}:{order id}`: a redelivered step never charges or ships twice.
   .idempotent(InMemoryIdempotencyStore.forOneDay())
   .withRetry(RetryPolicy.fixed(3, '200ms'))
   .build()

@@ -141,7 +141,7 @@ export class PipelineBuilder<T, Current = T> {
   }
 
   /**
-   * Every step claims its message in `store` under `{step}:{id}` before it runs, as an
+   * Every step claims its message in `store` under `{pipeline}.{step}:{id}` before it runs, as an
    * idempotent consumer does: a step redelivered after it finished is acked without running
    * again, and one whose claim is still live elsewhere is put back after the default
    * in-progress delay (5 s).
@@ -416,8 +416,11 @@ export class Pipeline<T> implements AsyncDisposable {
 
   #hook(index: number): StepHook {
     const step = this.steps[index] as string
+    const queue = this.queues[index] as string
     return {
-      claimKey: (id) => `${step}:${id}`,
+      // The step's queue names the pipeline too: two pipelines sharing a store and a step name
+      // never take each other's claims (docs/design.md §15).
+      claimKey: (id) => `${queue}:${id}`,
       arrived: (message, wireHeaders) => this.#arrivals.set(message, wireHeaders),
       nextHop: (message) => {
         const outcome = this.#outcomes.get(message)

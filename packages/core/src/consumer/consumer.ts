@@ -860,7 +860,11 @@ export class ConsumerEngine<T> implements Consumer {
     const store = this.#options.store
     // Each claim has its own owner, so a release can only ever free this delivery's claim.
     const owner = store === undefined ? undefined : randomUUID()
-    // A pipeline step claims `{step}:{id}`: one run's id is on every step's message.
+    const message = this.#message(handling, payload)
+    // A pipeline step claims `{pipeline}.{step}:{id}` (one run's id is on every step's
+    // message), with the route position when the route revisits the step: it reads the
+    // message's route first, so `arrived` comes just before `claimKey`.
+    this.#step?.arrived(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
     const key = this.#step === undefined ? envelope.id : this.#step.claimKey(envelope.id)
     if (store !== undefined) {
       try {
@@ -898,8 +902,6 @@ export class ConsumerEngine<T> implements Consumer {
       }
     }
 
-    const message = this.#message(handling, payload)
-    this.#step?.arrived(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
     const result = await this.#runHandler(handling, message)
     if (task.abandoned) return 'abandoned'
     if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {

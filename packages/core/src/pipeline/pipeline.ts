@@ -257,6 +257,17 @@ interface Position {
   /** Which of `steps` this step is. */
   readonly at: number
   readonly runId: string
+  /** How many entries of `steps` name this step. */
+  readonly visits: number
+}
+
+/**
+ * The key a step claims a message under (docs/design.md §15): `{pipeline}.{step}:{id}`, and
+ * `{pipeline}.{step},{position}:{id}` when the route visits the step more than once, so a
+ * revisit is not its first visit's duplicate (`,` is in no step name).
+ */
+function claimKeyOf(queue: string, position: Position, id: string): string {
+  return position.visits > 1 ? `${queue},${position.at}:${id}` : `${queue}:${id}`
 }
 
 /**
@@ -289,6 +300,7 @@ export class Pipeline<T> implements AsyncDisposable {
   readonly #consumers: Consumer[] = []
   readonly #outcomes = new WeakMap<Message<unknown>, StepOutcome>()
   readonly #arrivals = new WeakMap<Message<unknown>, Headers>()
+  readonly #positions = new WeakMap<Message<unknown>, Position>()
   #publisher: Publisher<T> | undefined
   #entered = 0
   #completed = 0
@@ -417,11 +429,20 @@ export class Pipeline<T> implements AsyncDisposable {
   #hook(index: number): StepHook {
     const step = this.steps[index] as string
     const queue = this.queues[index] as string
+    // `arrived` is called just before `claimKey`, for the same message (see StepHook).
+    let arrival: { readonly id: string; readonly key: string } | undefined
     return {
-      // The step's queue names the pipeline too: two pipelines sharing a store and a step name
-      // never take each other's claims (docs/design.md §15).
-      claimKey: (id) => `${queue}:${id}`,
-      arrived: (message, wireHeaders) => this.#arrivals.set(message, wireHeaders),
+      claimKey: (id) => {
+        const key = arrival?.id === id ? arrival.key : `${queue}:${id}`
+        arrival = undefined
+        return key
+      },
+      arrived: (message, wireHeaders) => {
+        const position = this.#positionOf(message, wireHeaders, index)
+        this.#positions.set(message, position)
+        const id = message.envelope.id
+        arrival = { id, key: claimKeyOf(queue, position, id) }
+      },
       nextHop: (message) => {
         const outcome = this.#outcomes.get(message)
         return outcome?.kind === 'hop' ? outcome.hop : undefined
@@ -446,7 +467,12 @@ export class Pipeline<T> implements AsyncDisposable {
   #handler(index: number): Handler<unknown> {
     const definition = this.#definitions[index] as StepDefinition
     return async (message, context): Promise<AckResult | undefined> => {
-      const position = this.#positionOf(message, index)
+      const position = this.#positions.get(message)
+      if (position === undefined) {
+        throw new Error(
+          `step '${definition.name}' of pipeline '${this.name}' got a message the engine did not announce`,
+        )
+      }
       const returned = await definition.run(message.payload, {
         signal: context.signal,
         pipeline: this.name,
@@ -490,20 +516,27 @@ export class Pipeline<T> implements AsyncDisposable {
 
   /**
    * Where a message is on its route. The route it carries wins over this pipeline's steps (a
-   * run keeps the route it was sent with), but the queue it arrived on says which step it is
-   * at: a message put back onto a step's queue by hand is at that step, whatever position it
-   * carries. A message without a route is at this step of this pipeline's route.
+   * run keeps the route it was sent with), and its position is the truth when the entry there
+   * names this step (a route may visit a step twice: `a,b,a,c`). A position that names another
+   * step (a message put back onto a step's queue by hand) gives way to the queue it arrived on:
+   * the route's first entry naming this step. A message without a route is at this step of
+   * this pipeline's route.
    */
-  #positionOf(message: Message<unknown>, index: number): Position {
-    const route = readRoute(this.#arrivals.get(message))
-    if (route === undefined) return { steps: this.steps, at: index, runId: message.envelope.id }
+  #positionOf(message: Message<unknown>, wireHeaders: Headers, index: number): Position {
+    this.#arrivals.set(message, wireHeaders)
     const step = this.steps[index] as string
     const queue = this.queues[index] as string
-    const found = route.steps.findIndex((entry) => entry === step || entry === queue)
+    const route = readRoute(wireHeaders)
+    if (route === undefined) {
+      return { steps: this.steps, at: index, runId: message.envelope.id, visits: 1 }
+    }
+    const here = (entry: string | undefined): boolean => entry === step || entry === queue
+    const found = route.steps.findIndex(here)
     return {
       steps: route.steps,
-      at: found >= 0 ? found : route.position,
+      at: here(route.steps[route.position]) ? route.position : found >= 0 ? found : route.position,
       runId: route.runId ?? message.envelope.id,
+      visits: route.steps.filter(here).length,
     }
   }
 

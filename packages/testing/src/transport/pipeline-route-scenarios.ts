@@ -2,7 +2,7 @@
 // one idempotency store, routes that revisit a step, steps renamed or removed between deploys,
 // and the family's layout (the pipeline's exchange). Run by pipelineScenarios on every transport.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { InMemoryIdempotencyStore, type AceMq } from '@acemq/core'
+import { InMemoryIdempotencyStore, ROUTE_HEADERS, type AceMq } from '@acemq/core'
 import { eventually as until } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {
@@ -15,6 +15,29 @@ import {
 
 interface Order {
   readonly id: string
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** A run's first message as another AceMQ library writes it: its own route, at `position`. */
+function foreignHop(
+  id: string,
+  route: string,
+  position: number,
+): [Uint8Array, { contentType: string; messageId: string; headers: Record<string, unknown> }] {
+  return [
+    Buffer.from(JSON.stringify({ id })),
+    {
+      contentType: 'application/json',
+      messageId: id,
+      headers: {
+        'x-acemq-id': id,
+        [ROUTE_HEADERS.route]: route,
+        [ROUTE_HEADERS.position]: position,
+        [ROUTE_HEADERS.runId]: id,
+      },
+    },
+  ]
 }
 
 /** The pipeline scenarios about routes, on the transport `label` names. */
@@ -73,5 +96,29 @@ export function pipelineRouteScenarios(label: string, target: ScenarioTarget): v
       )
       expect(await probe.count(`${refund.name}.validate`)).toBe(0)
     })
+
+    for (const idempotent of [false, true]) {
+      it(`follows a route that revisits a step (a,b,a,c) by its position, once each, ${idempotent ? 'with' : 'without'} an idempotency store`, async () => {
+        const name = pipelineName('revisit', 'a', 'b', 'c')
+        const ran: string[] = []
+        const step = (label: string) => async (order: Order) => {
+          ran.push(label)
+          return order
+        }
+        let builder = mq
+          .pipeline<Order>(name)
+          .step('a', step('a'))
+          .step('b', step('b'))
+          .step('c', step('c'))
+        if (idempotent) builder = builder.idempotent(InMemoryIdempotencyStore.forOneDay())
+        const pipeline = await builder.build()
+        await probe.sendRaw(`${name}.a`, ...foreignHop('run-revisit', 'a,b,a,c', 0))
+        await until(() => pipeline.completed === 1, 5_000, 'the run completed')
+        await sleep(200)
+        expect(ran).toEqual(['a', 'b', 'a', 'c'])
+        expect([pipeline.completed, pipeline.endedEarly]).toEqual([1, 0])
+        for (const queue of pipeline.queues) expect(await probe.count(queue)).toBe(0)
+      })
+    }
   })
 }

@@ -410,7 +410,8 @@ export class AceMq implements AsyncDisposable {
       get instrumentation() {
         return mq.#instrumentation
       },
-      publisher: (queue, reserved) => new Publisher(this.#publisherHost, '', queue, {}, reserved),
+      publisher: (exchange, routingKey, reserved) =>
+        new Publisher(this.#publisherHost, exchange, routingKey, {}, reserved),
       startConsumer: (queue, options, handler, step) =>
         this.#startEngine(queue, options, handler, undefined, step),
       assertOpen: () => this.#assertOpen(),

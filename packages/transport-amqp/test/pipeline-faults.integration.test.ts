@@ -130,7 +130,7 @@ describe.runIf(ready)('a pipeline under faults, idempotent on Postgres', () => {
         recovery: { initialDelay: 100, maxDelay: 500 },
       }),
       (message) => {
-        if (message.routingKey !== `${name}.charge`) return
+        if (message.exchange !== name || message.routingKey !== 'charge') return
         hopsToCharge++
         // The hop is confirmed; the reserve delivery's claim confirm and ack are still to come.
         // The consumer connection dies at its next frame to the broker.

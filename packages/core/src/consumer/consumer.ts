@@ -953,7 +953,10 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   async #publishHop(handling: Handling, hop: Hop): Promise<Settled | 'moved'> {
-    const target = hop.message.routingKey
+    // Named by the queue it reaches: a hop through a pipeline's exchange goes, by the family's
+    // layout, to `{pipeline}.{step}` (docs/design.md §15).
+    const { exchange, routingKey } = hop.message
+    const target = exchange === '' ? routingKey : `${exchange}.${routingKey}`
     const publish = (): Promise<void> =>
       this.#host.transport.publish(hop.message, {
         whenBlocked: 'wait',

@@ -152,8 +152,9 @@ export class PipelineBuilder<T, Current = T> {
   }
 
   /**
-   * Checks the steps, declares every step queue `{name}.{step}` (quorum, dead-lettering to its
-   * `.dlq`, with its `.parked` queue and the retry policy's rungs) and starts consuming the
+   * Checks the steps, declares the pipeline's durable direct exchange `{name}` and every step
+   * queue `{name}.{step}` (quorum, dead-lettering to its `.dlq`, with its `.parked` queue and
+   * the retry policy's rungs) bound to it by the step's name, and starts consuming the
    * steps (all of them unless `options.consume` names some). Rejects with a
    * `ConfigurationError`, having declared nothing, for a pipeline without steps, a step name
    * given twice or one that cannot be part of a queue name, or a pipeline of this name already
@@ -184,18 +185,22 @@ export class PipelineBuilder<T, Current = T> {
       )
     }
     // Every name is checked (a suffix that does not fit, say) before anything is declared.
+    // The family's layout (docs/design.md §15): the pipeline's durable direct exchange, each
+    // step queue bound to it by its step name. Each step keeps what to declare again when a
+    // hop to it comes back unroutable.
     const policy = this.#settings.options.retryPolicy
+    const exchange = Topology.define().exchange(name)
+    let all = exchange
     const declarations = new Map<string, readonly Declaration[]>()
     for (const step of steps) {
       const queue = `${name}.${step.name}`
-      const topology = Topology.define()
-      declarations.set(
-        queue,
+      const withQueue = (topology: Topology): Topology =>
         (policy === undefined
           ? topology.queueWithDeadLetter(queue)
           : topology.queueWithRetry(queue, policy)
-        ).plan(),
-      )
+        ).bind(queue, name, step.name)
+      declarations.set(step.name, withQueue(exchange).plan())
+      all = withQueue(all)
     }
     this.#host.assertOpen()
     const registry = pipelineRegistry(this.#host.owner)
@@ -206,7 +211,7 @@ export class PipelineBuilder<T, Current = T> {
     }
     registry.add(name)
     try {
-      await this.#host.transport.declare([...declarations.values()].flat())
+      await this.#host.transport.declare(all.plan())
       const pipeline = new Pipeline<T>(
         this.#host,
         name,

@@ -17,8 +17,12 @@ export interface PipelineHost {
   /** `x-acemq-origin` for a hop whose message carried none. */
   readonly origin: string
   readonly instrumentation: Instrumentation | undefined
-  /** A publisher to `queue` through the default exchange that adds `reserved` headers. */
-  publisher<T>(queue: string, reserved: (envelope: Envelope) => Headers): Publisher<T>
+  /** A publisher to `exchange` with `routingKey` that adds `reserved` headers. */
+  publisher<T>(
+    exchange: string,
+    routingKey: string,
+    reserved: (envelope: Envelope) => Headers,
+  ): Publisher<T>
   /** Starts an engine consumer of `queue` with a pipeline step's hook. */
   startConsumer(
     queue: string,

@@ -17,6 +17,7 @@ import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import { describeValue } from '../ordered/partition.js'
 import type { Publisher, SendOptions } from '../publisher/publisher.js'
 import { validateQueueName } from '../retry/queue-names.js'
+import { Topology } from '../topology/topology.js'
 import type { Declaration, Headers } from '../transport/transport.js'
 import type { StepDefinition } from './pipeline-builder.js'
 import { pipelineRegistry, type PipelineHost } from './pipeline-host.js'
@@ -27,6 +28,18 @@ import type { Hop, StepHook } from './step-hook.js'
 type StepOutcome =
   | { readonly kind: 'hop'; readonly hop: Hop }
   | { readonly kind: 'end'; readonly outcome: 'completed' | 'ended_early'; readonly runId: string }
+
+/** Where a hop goes: see {@link Pipeline.#resolve}. */
+interface Target {
+  readonly exchange: string
+  readonly routingKey: string
+  /** The queue it reaches. */
+  readonly queue: string
+  /** Whether `queue` is one of this pipeline's steps. */
+  readonly own: boolean
+  /** What to declare again when the hop comes back unroutable. */
+  readonly declarations: readonly Declaration[]
+}
 
 /** The route a message is on, as this step reads it. */
 interface Position {
@@ -49,8 +62,9 @@ function claimKeyOf(queue: string, position: Position, id: string): string {
 
 /**
  * A pipeline: steps on queues `{name}.{step}`. A message enters at the first step with
- * {@link send}; each step's result is published (and confirmed) to the next step's queue
- * before the step's delivery is acked, carrying the run's id, its first-seen time, origin and
+ * {@link send}; each step's result is published (and confirmed) through the pipeline's
+ * exchange `{name}`, with the next step's name as routing key, before the step's delivery is
+ * acked, carrying the run's id, its first-seen time, origin and
  * correlation, and the family's route headers (`x-acemq-route`, `x-acemq-route-position`,
  * `x-acemq-route-id`). A step that returns `null` ends the run early; the last step completes it.
  *
@@ -152,7 +166,8 @@ export class Pipeline<T> implements AsyncDisposable {
       throw new ConfigurationError(`pipeline '${this.name}' is closed: build it again to send`)
     }
     const id = options.id ?? randomUUID()
-    this.#publisher ??= this.#host.publisher<T>(this.queues[0] as string, (envelope) =>
+    // Into the first step as a hop goes: the pipeline's exchange, the step's name.
+    this.#publisher ??= this.#host.publisher<T>(this.name, this.steps[0] as string, (envelope) =>
       routeHeaders({ steps: this.steps, position: 0, runId: envelope.id }),
     )
     await this.#publisher.send(payload, { type: this.name, ...options, id })
@@ -274,7 +289,7 @@ export class Pipeline<T> implements AsyncDisposable {
       const target = this.#resolve(position.steps[next] as string)
       if (returned === undefined) {
         return Ack.park(
-          `step '${definition.name}' of pipeline '${this.name}' returned undefined: return the payload for '${target}', or null to end the run`,
+          `step '${definition.name}' of pipeline '${this.name}' returned undefined: return the payload for '${target.queue}', or null to end the run`,
         )
       }
       let body: Uint8Array
@@ -282,7 +297,7 @@ export class Pipeline<T> implements AsyncDisposable {
         body = this.#codec.encode(returned)
       } catch (error) {
         return Ack.park(
-          `could not encode what step '${definition.name}' of pipeline '${this.name}' returned for '${target}' (${this.#codec.contentType}): ${describeError(error)}`,
+          `could not encode what step '${definition.name}' of pipeline '${this.name}' returned for '${target.queue}' (${this.#codec.contentType}): ${describeError(error)}`,
         )
       }
       const hop = this.#hop(message, { ...position, at: next }, target, body)
@@ -318,14 +333,38 @@ export class Pipeline<T> implements AsyncDisposable {
   }
 
   /**
-   * The queue a route entry names: one of this pipeline's steps by name (as the family
-   * writes them) or by queue, else a queue of that name on the default exchange (a route
-   * that leaves this pipeline). An entry that can be no queue ends in the step's `.dlq`.
+   * Where a route entry sends the hop (docs/design.md §15). A step name — one of this
+   * pipeline's, or one it does not have (renamed or removed since the run was sent, or served
+   * by another process) — is the family's layout: the pipeline's exchange, the step's name as
+   * routing key, reaching `{name}.{step}`. A step's queue name (`{name}.{step}`) is that step.
+   * Any other entry with a `.` is a queue on the default exchange (a route that leaves the
+   * pipeline). An entry that can be no queue ends in the step's `.dlq`.
    */
-  #resolve(entry: string): string {
-    if (this.steps.includes(entry)) return `${this.name}.${entry}`
+  #resolve(entry: string): Target {
+    const step = entry.startsWith(`${this.name}.`) ? entry.slice(this.name.length + 1) : entry
+    const own = this.#declarations.get(step)
+    if (own !== undefined) {
+      return {
+        exchange: this.name,
+        routingKey: step,
+        queue: `${this.name}.${step}`,
+        own: true,
+        declarations: own,
+      }
+    }
     try {
-      return validateQueueName(entry, `the route's next step`)
+      if (!entry.includes('.')) {
+        const queue = validateQueueName(`${this.name}.${entry}`, `the route's next step`)
+        // A queue declared by an earlier version (published to on the default exchange) gets
+        // its binding when the hop comes back unroutable.
+        const declarations = Topology.define()
+          .exchange(this.name)
+          .bind(queue, this.name, entry)
+          .plan()
+        return { exchange: this.name, routingKey: entry, queue, own: false, declarations }
+      }
+      const queue = validateQueueName(entry, `the route's next step`)
+      return { exchange: '', routingKey: queue, queue, own: false, declarations: [] }
     } catch (error) {
       throw new FatalError(`the message's route names no queue: ${describeError(error)}`, {
         cause: error,
@@ -334,7 +373,7 @@ export class Pipeline<T> implements AsyncDisposable {
   }
 
   /** The next step's message: encoded once, the envelope carried, the route advanced. */
-  #hop(message: Message<unknown>, route: Position, target: string, body: Uint8Array): Hop {
+  #hop(message: Message<unknown>, route: Position, target: Target, body: Uint8Array): Hop {
     const incoming = message.envelope
     const envelope: Envelope = {
       id: incoming.id,
@@ -356,8 +395,8 @@ export class Pipeline<T> implements AsyncDisposable {
     // Inside the step's process scope: the hop's publish span is its child, and the next
     // step's process span the publish span's, so one run is one trace.
     const scope = this.#host.instrumentation?.publishStarted({
-      exchange: '',
-      routingKey: target,
+      exchange: target.exchange,
+      routingKey: target.routingKey,
       messageId: envelope.id,
       correlation: envelope.correlation,
       headers,
@@ -368,15 +407,15 @@ export class Pipeline<T> implements AsyncDisposable {
         : { contentType: this.#codec.contentType }
     return {
       message: {
-        exchange: '',
-        routingKey: target,
+        exchange: target.exchange,
+        routingKey: target.routingKey,
         body,
         headers,
         properties,
         persistent: true,
         mandatory: true,
       },
-      declarations: this.#declarations.get(target) ?? [],
+      declarations: target.declarations,
       ended: (error) => {
         if (error === undefined) scope?.end('confirmed')
         else

@@ -2,7 +2,7 @@
 // one idempotency store, routes that revisit a step, steps renamed or removed between deploys,
 // and the family's layout (the pipeline's exchange). Run by pipelineScenarios on every transport.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { InMemoryIdempotencyStore, ROUTE_HEADERS, type AceMq } from '@acemq/core'
+import { InMemoryIdempotencyStore, ROUTE_HEADERS, Topology, type AceMq } from '@acemq/core'
 import { eventually as until } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {
@@ -120,5 +120,53 @@ export function pipelineRouteScenarios(label: string, target: ScenarioTarget): v
         for (const queue of pipeline.queues) expect(await probe.count(queue)).toBe(0)
       })
     }
+
+    it("declares the pipeline's durable direct exchange with each step queue bound by its step name, so a hop another library publishes there is taken up", async () => {
+      const name = pipelineName('family', 'reserve', 'charge', 'ship')
+      const ran: string[] = []
+      const pipeline = await mq
+        .pipeline<Order>(name)
+        .step('reserve', async (order) => order)
+        .step('charge', async (order, { runId }) => {
+          ran.push(`charge ${runId}`)
+          return order
+        })
+        .step('ship', async (order, { runId }) => {
+          ran.push(`ship ${runId}`)
+          return order
+        })
+        .build()
+      // As the Java, Ruby and Python libraries hand on: the pipeline's exchange, the step's name.
+      const [body, properties] = foreignHop('run-family', 'reserve,charge,ship', 1)
+      await connection.transport.publish({
+        exchange: name,
+        routingKey: 'charge',
+        body,
+        headers: properties.headers,
+        properties: { contentType: properties.contentType, messageId: properties.messageId },
+        persistent: true,
+        mandatory: true,
+      })
+      await until(() => pipeline.completed === 1, 5_000, 'the run completed')
+      expect(ran).toEqual(['charge run-family', 'ship run-family'])
+    })
+
+    it("publishes each hop to the pipeline's exchange with the next step's name as routing key", async () => {
+      const name = pipelineName('family-hop', 'reserve', 'charge')
+      const tap = `${name}.tap`
+      queues.push(tap)
+      const pipeline = await mq
+        .pipeline<Order>(name)
+        .step('reserve', async (order) => order)
+        .step('charge', async (order) => order)
+        .build({ consume: ['reserve'] })
+      // A queue of its own bound like the step's: it sees what the exchange routes to 'charge'.
+      await mq.applyTopology(
+        Topology.define().queue(tap, { type: 'classic' }).bind(tap, name, 'charge'),
+      )
+      await pipeline.send({ id: 'o-tap' }, { id: 'run-tap' })
+      await until(async () => (await probe.count(tap)) === 1, 5_000, 'the hop on the tap')
+      expect(await probe.count(`${name}.charge`)).toBe(1)
+    })
   })
 }

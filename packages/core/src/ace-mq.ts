@@ -412,6 +412,7 @@ export class AceMq implements AsyncDisposable {
       },
       publisher: (exchange, routingKey, reserved) =>
         new Publisher(this.#publisherHost, exchange, routingKey, {}, reserved),
+      registerHealth: (contributor) => this.registerHealth(contributor),
       startConsumer: (queue, options, handler, step) =>
         this.#startEngine(queue, options, handler, undefined, step),
       assertOpen: () => this.#assertOpen(),

@@ -53,6 +53,13 @@ export interface PipelineBuildOptions {
    * only sends, and other processes run its steps.
    */
   readonly consume?: readonly string[]
+  /**
+   * Steps an earlier version of this pipeline had and this one does not (renamed or removed;
+   * default none). Runs sent before the deploy still name them: `health()` reports
+   * `pipeline:{name}` DEGRADED while their queues `{name}.{step}` hold messages, since no
+   * consumer of this version takes them.
+   */
+  readonly formerSteps?: readonly string[]
 }
 
 /** A step as the builder took it. Internal to core. */
@@ -184,6 +191,13 @@ export class PipelineBuilder<T, Current = T> {
         `pipeline '${name}': build(options.consume) must list steps of this pipeline (${[...seen].join(', ')}); got ${JSON.stringify(consumed)}`,
       )
     }
+    const formerSteps = options.formerSteps ?? []
+    if (!Array.isArray(formerSteps) || formerSteps.some((step) => seen.has(step as string))) {
+      throw new ConfigurationError(
+        `pipeline '${name}': build(options.formerSteps) must list steps this version does not have (it has ${[...seen].join(', ')}); got ${JSON.stringify(formerSteps)}`,
+      )
+    }
+    for (const step of formerSteps) validateStepName(name, step)
     // Every name is checked (a suffix that does not fit, say) before anything is declared.
     // The family's layout (docs/design.md §15): the pipeline's durable direct exchange, each
     // step queue bound to it by its step name. Each step keeps what to declare again when a
@@ -218,6 +232,7 @@ export class PipelineBuilder<T, Current = T> {
         steps,
         this.#settings.options,
         declarations,
+        formerSteps,
       )
       await pipeline.start(new Set(consumed))
       return pipeline

@@ -23,6 +23,7 @@ import type { StepDefinition } from './pipeline-builder.js'
 import { pipelineRegistry, type PipelineHost } from './pipeline-host.js'
 import { readRoute, routeHeaders } from './route.js'
 import type { Hop, StepHook } from './step-hook.js'
+import { UnservedSteps } from './unserved-steps.js'
 
 /** What a step decided about one message, kept until the engine settles it. */
 type StepOutcome =
@@ -97,6 +98,8 @@ export class Pipeline<T> implements AsyncDisposable {
   #completed = 0
   #endedEarly = 0
   #closing: Promise<void> | undefined
+  readonly #unserved: UnservedSteps
+  #unregisterHealth: (() => void) | undefined
 
   /**
    * Created by {@link PipelineBuilder.build}.
@@ -109,6 +112,7 @@ export class Pipeline<T> implements AsyncDisposable {
     definitions: readonly StepDefinition[],
     options: ConsumerOptions,
     declarations: ReadonlyMap<string, readonly Declaration[]>,
+    formerSteps: readonly string[] = [],
   ) {
     this.#host = host
     this.name = name
@@ -118,6 +122,8 @@ export class Pipeline<T> implements AsyncDisposable {
     this.steps = Object.freeze(definitions.map((step) => step.name))
     this.queues = Object.freeze(this.steps.map((step) => `${name}.${step}`))
     this.#codec = host.codecs.find(undefined) as Codec
+    this.#unserved = new UnservedSteps(name, this.steps, host.transport)
+    for (const step of formerSteps) this.#unserved.watch(`${name}.${step}`)
   }
 
   /** Runs sent into this pipeline from this process (confirmed by the broker). */
@@ -181,6 +187,7 @@ export class Pipeline<T> implements AsyncDisposable {
    */
   close(options: { readonly drainTimeout?: Duration } = {}): Promise<void> {
     this.#closing ??= Promise.all(this.#consumers.map((c) => c.close(options))).then(() => {
+      this.#unregisterHealth?.()
       pipelineRegistry(this.#host.owner).delete(this.name)
     })
     return this.#closing
@@ -196,6 +203,11 @@ export class Pipeline<T> implements AsyncDisposable {
    * @internal
    */
   async start(consumed: ReadonlySet<string>): Promise<void> {
+    const unregister = this.#host.registerHealth({
+      name: `pipeline:${this.name}`,
+      report: () => this.#unserved.report(),
+    })
+    this.#unregisterHealth = unregister
     const started = await Promise.allSettled(
       this.#definitions.flatMap((step, index) =>
         consumed.has(step.name)
@@ -213,6 +225,7 @@ export class Pipeline<T> implements AsyncDisposable {
     for (const s of started) if (s.status === 'fulfilled') this.#consumers.push(s.value)
     const failure = started.find((s) => s.status === 'rejected')
     if (failure !== undefined) {
+      unregister()
       await Promise.all(this.#consumers.map((c) => c.close({ drainTimeout: 0 })))
       throw failure.reason
     }
@@ -286,7 +299,8 @@ export class Pipeline<T> implements AsyncDisposable {
         })
         return undefined
       }
-      const target = this.#resolve(position.steps[next] as string)
+      const entry = position.steps[next] as string
+      const target = this.#resolve(entry)
       if (returned === undefined) {
         return Ack.park(
           `step '${definition.name}' of pipeline '${this.name}' returned undefined: return the payload for '${target.queue}', or null to end the run`,
@@ -299,6 +313,11 @@ export class Pipeline<T> implements AsyncDisposable {
         return Ack.park(
           `could not encode what step '${definition.name}' of pipeline '${this.name}' returned for '${target.queue}' (${this.#codec.contentType}): ${describeError(error)}`,
         )
+      }
+      if (!target.own) {
+        // A hop that can never be routed would be held for ever, and its delivery with it.
+        const missing = await this.#unserved.missing(entry, target.queue)
+        if (missing !== undefined) return Ack.park(missing)
       }
       const hop = this.#hop(message, { ...position, at: next }, target, body)
       this.#outcomes.set(message, { kind: 'hop', hop })

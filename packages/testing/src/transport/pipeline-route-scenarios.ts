@@ -2,7 +2,14 @@
 // one idempotency store, routes that revisit a step, steps renamed or removed between deploys,
 // and the family's layout (the pipeline's exchange). Run by pipelineScenarios on every transport.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { InMemoryIdempotencyStore, ROUTE_HEADERS, Topology, type AceMq } from '@acemq/core'
+import {
+  ENVELOPE_HEADERS,
+  InMemoryIdempotencyStore,
+  ROUTE_HEADERS,
+  Topology,
+  headerString,
+  type AceMq,
+} from '@acemq/core'
 import { eventually as until } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {
@@ -167,6 +174,78 @@ export function pipelineRouteScenarios(label: string, target: ScenarioTarget): v
       await pipeline.send({ id: 'o-tap' }, { id: 'run-tap' })
       await until(async () => (await probe.count(tap)) === 1, 5_000, 'the hop on the tap')
       expect(await probe.count(`${name}.charge`)).toBe(1)
+    })
+
+    it('parks, with the reason, each run whose next step this version no longer has and whose queue is gone, and new runs go on', async () => {
+      const name = pipelineName('renamed', 'a', 'bill', 'c')
+      queues.push(`${name}.charge`)
+      const pipeline = await mq
+        .pipeline<Order>(name)
+        .step('a', async (order) => order)
+        .step('bill', async (order) => order)
+        .step('c', async (order) => order)
+        .build()
+      // 25 runs sent by the previous version, whose second step was 'charge'.
+      for (let n = 0; n < 25; n++) {
+        await probe.sendRaw(`${name}.a`, ...foreignHop(`old-${n}`, 'a,charge,c', 0))
+      }
+      for (let n = 0; n < 5; n++) await pipeline.send({ id: `new-${n}` })
+      await until(() => pipeline.completed === 5, 10_000, 'the 5 new runs completed')
+      await until(
+        async () => (await probe.count(`${name}.a.parked`)) === 25,
+        10_000,
+        'the 25 old runs parked',
+      )
+      const parked = await probe.get(`${name}.a.parked`)
+      expect(headerString(parked?.headers[ENVELOPE_HEADERS.error])).toBe(
+        `the route's next step 'charge' is no step of pipeline '${name}' (a, bill, c), and its queue '${name}.charge' does not exist: a step renamed or removed since the run was sent`,
+      )
+      expect(await probe.count(`${name}.a`)).toBe(0)
+    })
+
+    it("hands a run on to a step this version no longer has when the step's queue is still there, and reports the runs waiting on it in health", async () => {
+      const name = pipelineName('retired', 'a', 'bill', 'c', 'charge')
+      // The previous version declared its step 'charge' (and, as the first version did, no
+      // exchange binding); no process serves it any more.
+      await mq.applyTopology(Topology.define().queueWithDeadLetter(`${name}.charge`))
+      await mq
+        .pipeline<Order>(name)
+        .step('a', async (order) => order)
+        .step('bill', async (order) => order)
+        .step('c', async (order) => order)
+        .build()
+      const healthOf = async () =>
+        (await mq.health()).reports.find((report) => report.name === `pipeline:${name}`)
+      expect((await healthOf())?.status).toBe('UP')
+      await probe.sendRaw(`${name}.a`, ...foreignHop('old-run', 'a,charge,c', 0))
+      await until(
+        async () => (await probe.count(`${name}.charge`)) === 1,
+        10_000,
+        'the hop on the old step queue',
+      )
+      expect(await probe.count(`${name}.a.parked`)).toBe(0)
+      const report = await healthOf()
+      expect(report?.status).toBe('DEGRADED')
+      expect(report?.details).toMatchObject({ unserved: `${name}.charge=1` })
+    })
+
+    it('reports in health, from the start, the runs left on the queue of a step an earlier version had', async () => {
+      const name = pipelineName('former', 'a', 'c', 'charge')
+      await mq.applyTopology(Topology.define().queueWithDeadLetter(`${name}.charge`))
+      for (const id of ['left-1', 'left-2']) {
+        await probe.sendRaw(`${name}.charge`, ...foreignHop(id, 'a,charge,c', 1))
+      }
+      await mq
+        .pipeline<Order>(name)
+        .step('a', async (order) => order)
+        .step('c', async (order) => order)
+        .build({ formerSteps: ['charge'] })
+      const report = (await mq.health()).reports.find((r) => r.name === `pipeline:${name}`)
+      expect(report).toEqual({
+        name: `pipeline:${name}`,
+        status: 'DEGRADED',
+        details: { steps: 'a,c', unserved: `${name}.charge=2` },
+      })
     })
   })
 }

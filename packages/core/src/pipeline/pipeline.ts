@@ -50,6 +50,8 @@ interface Position {
   readonly runId: string
   /** How many entries of `steps` name this step. */
   readonly visits: number
+  /** The message carried no route: a run enters the pipeline here (an outbox record, say). */
+  readonly entering: boolean
 }
 
 /**
@@ -126,7 +128,11 @@ export class Pipeline<T> implements AsyncDisposable {
     for (const step of formerSteps) this.#unserved.watch(`${name}.${step}`)
   }
 
-  /** Runs sent into this pipeline from this process (confirmed by the broker). */
+  /**
+   * Runs that entered this pipeline in this process: sent (and confirmed by the broker), or
+   * taken up at a step from a message that carried no route (an outbox record published to a
+   * step), counted once that step's delivery is acked.
+   */
   get entered(): number {
     return this.#entered
   }
@@ -253,6 +259,8 @@ export class Pipeline<T> implements AsyncDisposable {
         return outcome?.kind === 'hop' ? outcome.hop : undefined
       },
       acked: (message) => {
+        // Counted once: a redelivery the claim finds done is acked without reaching here.
+        if (this.#positions.get(message)?.entering === true) this.#entered++
         const outcome = this.#outcomes.get(message)
         if (outcome?.kind !== 'end') return
         if (outcome.outcome === 'completed') this.#completed++
@@ -339,7 +347,7 @@ export class Pipeline<T> implements AsyncDisposable {
     const queue = this.queues[index] as string
     const route = readRoute(wireHeaders)
     if (route === undefined) {
-      return { steps: this.steps, at: index, runId: message.envelope.id, visits: 1 }
+      return { steps: this.steps, at: index, runId: message.envelope.id, visits: 1, entering: true }
     }
     const here = (entry: string | undefined): boolean => entry === step || entry === queue
     const found = route.steps.findIndex(here)
@@ -348,6 +356,7 @@ export class Pipeline<T> implements AsyncDisposable {
       at: here(route.steps[route.position]) ? route.position : found >= 0 ? found : route.position,
       runId: route.runId ?? message.envelope.id,
       visits: route.steps.filter(here).length,
+      entering: false,
     }
   }
 

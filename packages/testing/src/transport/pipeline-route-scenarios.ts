@@ -247,5 +247,44 @@ export function pipelineRouteScenarios(label: string, target: ScenarioTarget): v
         details: { steps: 'a,c', unserved: `${name}.charge=2` },
       })
     })
+
+    it('takes a message without a route (an outbox record, say) as a run entering at the step whose queue it is on, and counts it entered once', async () => {
+      const name = pipelineName('entry', 'reserve', 'charge', 'ship')
+      const ran: string[] = []
+      const pipeline = await mq
+        .pipeline<Order>(name)
+        .step('reserve', async (order) => {
+          ran.push(`reserve ${order.id}`)
+          return order
+        })
+        .step('charge', async (order, { runId }) => {
+          ran.push(`charge ${order.id} ${runId}`)
+          return order
+        })
+        .step('ship', async (order, { runId }) => {
+          ran.push(`ship ${order.id} ${runId}`)
+          return order
+        })
+        .idempotent(InMemoryIdempotencyStore.forOneDay())
+        .build()
+      // As a relay publishes a record: the pipeline's exchange, the step's name, no route.
+      const plain = (id: string) => ({
+        exchange: name,
+        routingKey: 'charge',
+        body: Buffer.from(JSON.stringify({ id })),
+        headers: { 'x-acemq-id': id },
+        properties: { contentType: 'application/json', messageId: id },
+        persistent: true,
+        mandatory: true,
+      })
+      await connection.transport.publish(plain('rec-1'))
+      await until(() => pipeline.completed === 1, 5_000, 'the run completed')
+      // The same record published twice (a relay that lost its mark) is one run.
+      await connection.transport.publish(plain('rec-1'))
+      await until(async () => (await probe.count(`${name}.charge`)) === 0, 5_000, 'the copy acked')
+      await sleep(100)
+      expect(ran).toEqual(['charge rec-1 rec-1', 'ship rec-1 rec-1'])
+      expect([pipeline.entered, pipeline.completed, pipeline.endedEarly]).toEqual([1, 1, 0])
+    })
   })
 }

@@ -115,6 +115,11 @@ describe.runIf(ready)('a pipeline under faults, idempotent on Postgres', () => {
       const queue = `${name}.${step}`
       await admin.deleteQueues(queue, `${queue}.dlq`, `${queue}.parked`)
     }
+    // The pipeline's exchange (docs/design.md §15).
+    const channel = await admin.connection.createChannel()
+    channel.on('error', () => undefined)
+    await channel.deleteExchange(name).catch(() => undefined)
+    await channel.close().catch(() => undefined)
     await admin.close()
     await data.drop()
   })

@@ -3,6 +3,9 @@ import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { HealthReport } from '../health/health.js'
 import type { Transport } from '../transport/transport.js'
 
+/** How long a queue found to exist is taken to exist without asking again. */
+const SEEN_FOR_MS = 1_000
+
 /**
  * The queues of steps a pipeline's runs still name but this version of it does not have (a step
  * renamed or removed between deploys), as far as this process has met them: the hops it handed
@@ -16,6 +19,8 @@ export class UnservedSteps {
   readonly #transport: Transport
   /** Queue names, in the order they were met. */
   readonly #queues = new Set<string>()
+  /** When each queue was last found to exist. */
+  readonly #seen = new Map<string, number>()
 
   constructor(name: string, steps: readonly string[], transport: Transport) {
     this.#name = name
@@ -36,8 +41,12 @@ export class UnservedSteps {
   async missing(entry: string, queue: string): Promise<string | undefined> {
     const { queueLength } = this.#transport
     if (queueLength === undefined) return undefined
+    // One passive declare a second per queue at most, however many runs hop there.
+    const seen = this.#seen.get(queue)
+    if (seen !== undefined && Date.now() - seen < SEEN_FOR_MS) return undefined
     try {
       await queueLength.call(this.#transport, queue)
+      this.#seen.set(queue, Date.now())
       this.watch(queue)
       return undefined
     } catch (error) {

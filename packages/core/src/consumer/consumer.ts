@@ -1313,7 +1313,9 @@ export class ConsumerEngine<T> implements Consumer {
           `could not move message ${id} to '${target}' (try ${attempt}); it is held and tried again`,
         )
         let redeclared = false
-        if (errorCodeOf(failure) === ErrorCodes.UNROUTABLE) {
+        const code = errorCodeOf(failure)
+        // A pipeline hop goes through the pipeline's exchange, which can be deleted too.
+        if (code === ErrorCodes.UNROUTABLE || code === ErrorCodes.EXCHANGE_NOT_FOUND) {
           if (target.startsWith(`${this.queue}.retry.`)) {
             this.#host.instrumentation?.rungMissing?.(this.queue, target)
           }

@@ -1,7 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   AceMq,
+  ErrorCodes,
   InMemoryIdempotencyStore,
+  PublishFailedError,
+  type Declaration,
   InMemoryTransport,
   type Delivery,
   type OutgoingMessage,
@@ -47,6 +50,13 @@ class OrderTransport extends InMemoryTransport {
       this.events.push('hop confirmed')
       this.afterHop?.()
     }
+  }
+
+  readonly declared: Declaration[][] = []
+
+  override async declare(declarations: readonly Declaration[]): Promise<void> {
+    this.declared.push([...declarations])
+    await super.declare(declarations)
   }
 
   override consume(
@@ -163,5 +173,36 @@ describe('the order of a pipeline hop', () => {
     ])
     expect(ran).toEqual(['first', 'second'])
     expect([pipeline.completed, pipeline.endedEarly]).toEqual([1, 0])
+  })
+
+  it("declares the pipeline's exchange and the step's queue and binding again when a hop finds the exchange gone, and delivers the hop at once", async () => {
+    const pipeline = await build()
+    let failures = 1
+    transport.beforeHop = () => {
+      if (failures-- > 0) {
+        throw new PublishFailedError("no exchange 'p' (NOT_FOUND)", {
+          code: ErrorCodes.EXCHANGE_NOT_FOUND,
+        })
+      }
+    }
+    transport.declared.length = 0
+    const sent = Date.now()
+    await pipeline.send({ n: 1 }, { id: 'run-3' })
+    await eventually(() => pipeline.completed === 1, 5_000, 'the run completed')
+    // Declared again, then published at once rather than after the 1 s backoff.
+    expect(Date.now() - sent).toBeLessThan(900)
+    expect(transport.declared.flat()).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ kind: 'exchange', name: 'p', type: 'direct', durable: true }),
+        expect.objectContaining({ kind: 'queue', name: 'p.second' }),
+        expect.objectContaining({
+          kind: 'binding',
+          queue: 'p.second',
+          exchange: 'p',
+          routingKey: 'second',
+        }),
+      ]),
+    )
+    expect(ran).toEqual(['first', 'second'])
   })
 })

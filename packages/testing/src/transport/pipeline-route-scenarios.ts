@@ -286,5 +286,16 @@ export function pipelineRouteScenarios(label: string, target: ScenarioTarget): v
       expect(ran).toEqual(['charge rec-1 rec-1', 'ship rec-1 rec-1'])
       expect([pipeline.entered, pipeline.completed, pipeline.endedEarly]).toEqual([1, 1, 0])
     })
+
+    it('refuses to build a pipeline whose name is an exchange of another type, and says so', async () => {
+      const name = pipelineName('taken', 'a')
+      await mq.applyTopology(Topology.define().exchange(name, 'topic'))
+      await expect(
+        mq
+          .pipeline<Order>(name)
+          .step('a', async (order) => order)
+          .build(),
+      ).rejects.toThrow(/PRECONDITION_FAILED/)
+    })
   })
 }

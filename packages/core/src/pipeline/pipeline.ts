@@ -30,7 +30,7 @@ type StepOutcome =
   | { readonly kind: 'hop'; readonly hop: Hop }
   | { readonly kind: 'end'; readonly outcome: 'completed' | 'ended_early'; readonly runId: string }
 
-/** Where a hop goes: see {@link Pipeline.#resolve}. */
+/** Where a hop goes, as the pipeline's `#resolve` reads a route entry. */
 interface Target {
   readonly exchange: string
   readonly routingKey: string
@@ -38,7 +38,7 @@ interface Target {
   readonly queue: string
   /** Whether `queue` is one of this pipeline's steps. */
   readonly own: boolean
-  /** What to declare again when the hop comes back unroutable. */
+  /** What to declare again when the hop comes back unroutable or finds the exchange gone. */
   readonly declarations: readonly Declaration[]
 }
 
@@ -67,9 +67,9 @@ function claimKeyOf(queue: string, position: Position, id: string): string {
  * A pipeline: steps on queues `{name}.{step}`. A message enters at the first step with
  * {@link send}; each step's result is published (and confirmed) through the pipeline's
  * exchange `{name}`, with the next step's name as routing key, before the step's delivery is
- * acked, carrying the run's id, its first-seen time, origin and
- * correlation, and the family's route headers (`x-acemq-route`, `x-acemq-route-position`,
- * `x-acemq-route-id`). A step that returns `null` ends the run early; the last step completes it.
+ * acked, carrying the run's id, its first-seen time, origin and correlation, and the family's
+ * route headers (`x-acemq-route`, `x-acemq-route-position`, `x-acemq-route-id`). A step that
+ * returns `null` ends the run early; the last step completes it.
  *
  * @example
  * ```ts

@@ -56,7 +56,7 @@ const checkout = await mq
     note(order, `shipped (${order.reservation}, ${order.payment})`)
     return { ...order, parcel: `parcel-${order.id}` }
   })
-  // Every step claims `{step}:{order id}`: a redelivered step never charges or ships twice.
+  // Every step claims `{pipeline}.{step}:{order id}`: a redelivered step never charges or ships twice.
   .idempotent(InMemoryIdempotencyStore.forOneDay())
   .withRetry(RetryPolicy.fixed(3, '200ms'))
   .build()
@@ -79,7 +79,8 @@ console.log(
 await checkout.close()
 await mq.close()
 
-// A demo run leaves nothing behind, so it runs again the same way; a real service keeps its queues.
+// A demo run leaves nothing behind, so it runs again the same way; a real service keeps its
+// queues and its pipeline's exchange.
 const admin = await amqplib.connect(url)
 const channel = await admin.createChannel()
 for (const queue of checkout.queues) {
@@ -87,5 +88,8 @@ for (const queue of checkout.queues) {
     await channel.deleteQueue(name)
   }
 }
+await channel.deleteExchange(checkout.name)
 await admin.close()
-console.log(`removed ${checkout.queues.join(', ')} and their .dlq and .parked`)
+console.log(
+  `removed ${checkout.queues.join(', ')} and their .dlq and .parked, and the exchange ${checkout.name}`,
+)

@@ -32,7 +32,7 @@ import { Publisher, type PublisherHost, type PublisherOptions } from './publishe
 import { orderedRegistry, type OrderedHost } from './ordered/ordered-host.js'
 import { OrderedQueueBuilder, type OrderedQueue } from './ordered/ordered-queue.js'
 import type { InPlaceFailures } from './ordered/in-place-failures.js'
-import { PipelineBuilder } from './pipeline/pipeline.js'
+import { PipelineBuilder } from './pipeline/pipeline-builder.js'
 import type { PipelineHost } from './pipeline/pipeline-host.js'
 import type { StepHook } from './pipeline/step-hook.js'
 import { Replay } from './replay/replay.js'
@@ -410,7 +410,9 @@ export class AceMq implements AsyncDisposable {
       get instrumentation() {
         return mq.#instrumentation
       },
-      publisher: (queue, reserved) => new Publisher(this.#publisherHost, '', queue, {}, reserved),
+      publisher: (exchange, routingKey, reserved) =>
+        new Publisher(this.#publisherHost, exchange, routingKey, {}, reserved),
+      registerHealth: (contributor) => this.registerHealth(contributor),
       startConsumer: (queue, options, handler, step) =>
         this.#startEngine(queue, options, handler, undefined, step),
       assertOpen: () => this.#assertOpen(),

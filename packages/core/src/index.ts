@@ -87,13 +87,13 @@ export {
   parkedQueueName,
   rungQueueName,
 } from './retry/queue-names.js'
+export { Pipeline } from './pipeline/pipeline.js'
 export {
-  Pipeline,
   PipelineBuilder,
   type PipelineBuildOptions,
   type StepContext,
   type StepFunction,
-} from './pipeline/pipeline.js'
+} from './pipeline/pipeline-builder.js'
 export { ROUTE_HEADERS, readRoute, routeHeaders, type Route } from './pipeline/route.js'
 export * from './retry/retry-policy.js'
 export * from './telemetry/instrumentation.js'

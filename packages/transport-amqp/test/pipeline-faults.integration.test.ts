@@ -115,6 +115,11 @@ describe.runIf(ready)('a pipeline under faults, idempotent on Postgres', () => {
       const queue = `${name}.${step}`
       await admin.deleteQueues(queue, `${queue}.dlq`, `${queue}.parked`)
     }
+    // The pipeline's exchange (docs/design.md §15).
+    const channel = await admin.connection.createChannel()
+    channel.on('error', () => undefined)
+    await channel.deleteExchange(name).catch(() => undefined)
+    await channel.close().catch(() => undefined)
     await admin.close()
     await data.drop()
   })
@@ -130,7 +135,7 @@ describe.runIf(ready)('a pipeline under faults, idempotent on Postgres', () => {
         recovery: { initialDelay: 100, maxDelay: 500 },
       }),
       (message) => {
-        if (message.routingKey !== `${name}.charge`) return
+        if (message.exchange !== name || message.routingKey !== 'charge') return
         hopsToCharge++
         // The hop is confirmed; the reserve delivery's claim confirm and ack are still to come.
         // The consumer connection dies at its next frame to the broker.

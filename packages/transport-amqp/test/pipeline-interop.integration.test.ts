@@ -20,6 +20,14 @@ function longString(text: string): Buffer {
   return Buffer.concat([int32(Buffer.byteLength(text)), Buffer.from(text)])
 }
 
+/** Deletes `exchange` (a pipeline's), if it is there. */
+async function deleteExchange(admin: AmqpAdmin, exchange: string): Promise<void> {
+  const channel = await admin.connection.createChannel()
+  channel.on('error', () => undefined)
+  await channel.deleteExchange(exchange).catch(() => undefined)
+  await channel.close().catch(() => undefined)
+}
+
 describe.runIf(hasRabbit)("a pipeline among the family's libraries", () => {
   let admin: AmqpAdmin
   let name: string
@@ -34,6 +42,7 @@ describe.runIf(hasRabbit)("a pipeline among the family's libraries", () => {
       const queue = `${name}.${step}`
       await admin.deleteQueues(queue, `${queue}.dlq`, `${queue}.parked`)
     }
+    await deleteExchange(admin, name)
     await admin.close()
   })
 
@@ -129,5 +138,23 @@ describe.runIf(hasRabbit)("a pipeline among the family's libraries", () => {
     })
     await eventually(() => checkout.completed === 1, 10_000, 'the run completed')
     expect(seen).toEqual(['reserve', 'charge', 'ship'])
+  })
+
+  it("declares the pipeline's exchange as the Java, Ruby and Python libraries do: durable and direct, so their declarations of it agree", async () => {
+    await using mq = await AceMq.connect(new AmqpTransport(AMQP_URL))
+    await mq
+      .pipeline<{ readonly sku: string }>(name)
+      .step('reserve', async (order) => order)
+      .step('charge', async (order) => order)
+      .build({ consume: [] })
+    const channel = await admin.connection.createChannel()
+    channel.on('error', () => undefined)
+    try {
+      await channel.checkExchange(name)
+      // Another library's declaration: refused (PRECONDITION_FAILED) if the two disagreed.
+      await channel.assertExchange(name, 'direct', { durable: true, autoDelete: false })
+    } finally {
+      await channel.close().catch(() => undefined)
+    }
   })
 })

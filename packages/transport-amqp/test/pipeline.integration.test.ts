@@ -1,10 +1,22 @@
-import { describe } from 'vitest'
+import { afterAll, beforeAll, describe } from 'vitest'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
-import { pipelineScenarios } from '../../../test-support/pipeline-scenarios.js'
-import { AMQP_URL, requireRabbit } from '@acemq/testing'
+import { BrokerVhost } from '../../../test-support/broker-vhost.js'
+import { pipelineScenarios, requireRabbit } from '@acemq/testing'
 
 const hasRabbit = await requireRabbit()
 
-describe.runIf(hasRabbit)('a pipeline on RabbitMQ', () => {
-  pipelineScenarios(amqpScenarioTarget(AMQP_URL, 'pipeline-scenarios'))
+describe.runIf(hasRabbit)('pipelines on AmqpTransport', () => {
+  let vhost: BrokerVhost
+  beforeAll(async () => {
+    vhost = await BrokerVhost.create('acemq-pipeline')
+  })
+  afterAll(async () => {
+    await vhost?.delete()
+  })
+
+  // The target is created per scenario, after the vhost exists.
+  pipelineScenarios('AmqpTransport (RabbitMQ)', {
+    createTransport: () => amqpScenarioTarget(vhost.url, 'acemq-pipeline').createTransport(),
+    probe: (transport) => amqpScenarioTarget(vhost.url, 'acemq-pipeline').probe(transport),
+  })
 })

@@ -860,7 +860,11 @@ export class ConsumerEngine<T> implements Consumer {
     const store = this.#options.store
     // Each claim has its own owner, so a release can only ever free this delivery's claim.
     const owner = store === undefined ? undefined : randomUUID()
-    // A pipeline step claims `{step}:{id}`: one run's id is on every step's message.
+    const message = this.#message(handling, payload)
+    // A pipeline step claims `{pipeline}.{step}:{id}` (one run's id is on every step's
+    // message), with the route position when the route revisits the step: it reads the
+    // message's route first, so `arrived` comes just before `claimKey`.
+    this.#step?.arrived(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
     const key = this.#step === undefined ? envelope.id : this.#step.claimKey(envelope.id)
     if (store !== undefined) {
       try {
@@ -898,8 +902,6 @@ export class ConsumerEngine<T> implements Consumer {
       }
     }
 
-    const message = this.#message(handling, payload)
-    this.#step?.arrived(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
     const result = await this.#runHandler(handling, message)
     if (task.abandoned) return 'abandoned'
     if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {
@@ -951,7 +953,10 @@ export class ConsumerEngine<T> implements Consumer {
   }
 
   async #publishHop(handling: Handling, hop: Hop): Promise<Settled | 'moved'> {
-    const target = hop.message.routingKey
+    // Named by the queue it reaches: a hop through a pipeline's exchange goes, by the family's
+    // layout, to `{pipeline}.{step}` (docs/design.md §15).
+    const { exchange, routingKey } = hop.message
+    const target = exchange === '' ? routingKey : `${exchange}.${routingKey}`
     const publish = (): Promise<void> =>
       this.#host.transport.publish(hop.message, {
         whenBlocked: 'wait',
@@ -1308,7 +1313,9 @@ export class ConsumerEngine<T> implements Consumer {
           `could not move message ${id} to '${target}' (try ${attempt}); it is held and tried again`,
         )
         let redeclared = false
-        if (errorCodeOf(failure) === ErrorCodes.UNROUTABLE) {
+        const code = errorCodeOf(failure)
+        // A pipeline hop goes through the pipeline's exchange, which can be deleted too.
+        if (code === ErrorCodes.UNROUTABLE || code === ErrorCodes.EXCHANGE_NOT_FOUND) {
           if (target.startsWith(`${this.queue}.retry.`)) {
             this.#host.instrumentation?.rungMissing?.(this.queue, target)
           }

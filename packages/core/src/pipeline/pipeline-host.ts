@@ -3,6 +3,7 @@ import type { ConsumerOptions } from '../consumer/consumer-options.js'
 import type { Consumer } from '../consumer/consumer.js'
 import type { Handler } from '../consumer/message.js'
 import type { Envelope } from '../envelope/envelope.js'
+import type { HealthContributor } from '../health/health.js'
 import type { Publisher } from '../publisher/publisher.js'
 import type { Instrumentation } from '../telemetry/instrumentation.js'
 import type { Headers, Transport } from '../transport/transport.js'
@@ -17,8 +18,14 @@ export interface PipelineHost {
   /** `x-acemq-origin` for a hop whose message carried none. */
   readonly origin: string
   readonly instrumentation: Instrumentation | undefined
-  /** A publisher to `queue` through the default exchange that adds `reserved` headers. */
-  publisher<T>(queue: string, reserved: (envelope: Envelope) => Headers): Publisher<T>
+  /** A publisher to `exchange` with `routingKey` that adds `reserved` headers. */
+  publisher<T>(
+    exchange: string,
+    routingKey: string,
+    reserved: (envelope: Envelope) => Headers,
+  ): Publisher<T>
+  /** Adds a health contributor; returns a function that removes it. */
+  registerHealth(contributor: HealthContributor): () => void
   /** Starts an engine consumer of `queue` with a pipeline step's hook. */
   startConsumer(
     queue: string,

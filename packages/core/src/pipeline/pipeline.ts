@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Codec } from '../codec/codec.js'
 import { Ack, isAckResult, type AckResult } from '../consumer/ack.js'
-import { ConsumerOptions } from '../consumer/consumer-options.js'
+import type { ConsumerOptions } from '../consumer/consumer-options.js'
 import type { Consumer } from '../consumer/consumer.js'
 import type { Handler, Message } from '../consumer/message.js'
 import type { Duration } from '../duration.js'
@@ -14,242 +14,33 @@ import {
 } from '../envelope/envelope.js'
 import { ConfigurationError, FatalError, describeError } from '../errors.js'
 import { ErrorCodes, errorCodeOf } from '../error-codes.js'
-import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
 import { describeValue } from '../ordered/partition.js'
 import type { Publisher, SendOptions } from '../publisher/publisher.js'
 import { validateQueueName } from '../retry/queue-names.js'
-import type { RetryPolicy } from '../retry/retry-policy.js'
 import { Topology } from '../topology/topology.js'
 import type { Declaration, Headers } from '../transport/transport.js'
+import type { StepDefinition } from './pipeline-builder.js'
 import { pipelineRegistry, type PipelineHost } from './pipeline-host.js'
 import { readRoute, routeHeaders } from './route.js'
 import type { Hop, StepHook } from './step-hook.js'
-
-/**
- * What a step gets besides its payload.
- *
- * @example
- * ```ts
- * .step('charge', async (order, { signal, runId }) => billing.charge(order, { signal, key: runId }))
- * ```
- */
-export interface StepContext {
-  /** Aborts when the consumer or the connection is closing and the drain time is over. */
-  readonly signal: AbortSignal
-  /** The pipeline's name. */
-  readonly pipeline: string
-  /** This step's name. */
-  readonly step: string
-  /** The run's id: the envelope id every hop of the run carries. */
-  readonly runId: string
-  /** The message as delivered to this step: envelope, application headers, raw body. */
-  readonly message: Message<unknown>
-}
-
-/**
- * One step: takes the payload its queue delivered and returns the next step's payload, or
- * `null` to end the run here. Throwing retries the step (by the pipeline's retry policy);
- * throwing a `FatalError` moves the message to the step's `.dlq`.
- *
- * @example
- * ```ts
- * const charge: StepFunction<Order, Order> = async (order) => (order.total > 0 ? order : null)
- * ```
- */
-export type StepFunction<In, Out> = (
-  payload: In,
-  context: StepContext,
-) => Out | null | Promise<Out | null>
-
-/** Options of {@link PipelineBuilder.build}. */
-export interface PipelineBuildOptions {
-  /**
-   * The steps this process consumes (default: every step). `[]` consumes none: the pipeline
-   * only sends, and other processes run its steps.
-   */
-  readonly consume?: readonly string[]
-}
-
-interface StepDefinition {
-  readonly name: string
-  readonly run: StepFunction<unknown, unknown>
-}
-
-interface Settings {
-  readonly steps: readonly StepDefinition[]
-  readonly options: ConsumerOptions
-}
-
-/**
- * Characters a step name may not contain: `,` separates the route header's step names, `.`
- * would let `{name}.{step}` collide with another step's `.dlq`, `.parked` or rung queue, and
- * whitespace is trimmed away when a route is read.
- */
-// eslint-disable-next-line no-control-regex -- control characters are among those refused
-const FORBIDDEN_IN_STEP = /[,.\s\u0000-\u001f\u007f]/
-
-/**
- * Describes a pipeline; get one from `mq.pipeline(name)`. Immutable: every method returns a
- * new, frozen builder. {@link PipelineBuilder.build} declares the step queues and starts the
- * steps.
- *
- * @example
- * ```ts
- * const checkout = await mq.pipeline<Order>('checkout')
- *   .step('reserve', async (order) => ({ ...order, reserved: true }))
- *   .step('charge', async (order) => (order.total > 0 ? order : null))
- *   .step('ship', async (order) => { await ship(order); return order })
- *   .idempotent(store)
- *   .withRetry(RetryPolicy.exponential(5, '1s', '1m'))
- *   .build()
- * ```
- */
-export class PipelineBuilder<T, Current = T> {
-  /** The pipeline's name: its step queues are `{name}.{step}`. */
-  readonly name: string
-  readonly #host: PipelineHost
-  readonly #settings: Settings
-
-  /**
-   * Created by `mq.pipeline(name)`.
-   *
-   * @internal
-   */
-  constructor(host: PipelineHost, name: string, settings?: Settings) {
-    this.#host = host
-    this.name = validateQueueName(name, 'pipeline(name)')
-    this.#settings = settings ?? { steps: [], options: ConsumerOptions.defaults() }
-    Object.freeze(this)
-  }
-
-  #with<Next>(changes: Partial<Settings>): PipelineBuilder<T, Next> {
-    return new PipelineBuilder<T, Next>(this.#host, this.name, { ...this.#settings, ...changes })
-  }
-
-  /**
-   * Adds a step: its queue is `{name}.{step}`, and `run` turns what arrives there into what the
-   * next step gets (`null` ends the run). Step names are checked by {@link build}.
-   */
-  step<Out>(name: string, run: StepFunction<Current, Out>): PipelineBuilder<T, Out> {
-    if (typeof run !== 'function') {
-      throw new ConfigurationError(
-        `pipeline '${this.name}': step(name, run) needs a function for step ${describeValue(name)}; got ${describeValue(run)}`,
-      )
-    }
-    const step: StepDefinition = { name, run: run as StepFunction<unknown, unknown> }
-    return this.#with<Out>({ steps: [...this.#settings.steps, step] })
-  }
-
-  /**
-   * Every step claims its message in `store` under `{step}:{id}` before it runs, as an
-   * idempotent consumer does: a step redelivered after it finished is acked without running
-   * again, and one whose claim is still live elsewhere is put back after the default
-   * in-progress delay (5 s).
-   */
-  idempotent(store: IdempotencyStore): PipelineBuilder<T, Current> {
-    return this.#with<Current>({ options: this.#settings.options.idempotent(store) })
-  }
-
-  /** The retry policy of every step's queue: its rungs and its `.dlq`. */
-  withRetry(policy: RetryPolicy): PipelineBuilder<T, Current> {
-    return this.#with<Current>({ options: this.#settings.options.withRetry(policy) })
-  }
-
-  /** Unacknowledged messages each step's consumer may hold (default 20). */
-  withPrefetch(prefetch: number): PipelineBuilder<T, Current> {
-    return this.#with<Current>({ options: this.#settings.options.withPrefetch(prefetch) })
-  }
-
-  /** Messages each step handles at once in this process (default 1). */
-  withConcurrency(concurrency: number): PipelineBuilder<T, Current> {
-    return this.#with<Current>({ options: this.#settings.options.withConcurrency(concurrency) })
-  }
-
-  /**
-   * Checks the steps, declares every step queue `{name}.{step}` (quorum, dead-lettering to its
-   * `.dlq`, with its `.parked` queue and the retry policy's rungs) and starts consuming the
-   * steps (all of them unless `options.consume` names some). Rejects with a
-   * `ConfigurationError`, having declared nothing, for a pipeline without steps, a step name
-   * given twice or one that cannot be part of a queue name, or a pipeline of this name already
-   * built on this connection.
-   */
-  async build(options: PipelineBuildOptions = {}): Promise<Pipeline<T>> {
-    const { name } = this
-    const { steps } = this.#settings
-    if (steps.length === 0) {
-      throw new ConfigurationError(
-        `pipeline '${name}' has no steps: add at least one with step(name, run) before build()`,
-      )
-    }
-    const seen = new Set<string>()
-    for (const step of steps) {
-      validateStepName(name, step.name)
-      if (seen.has(step.name)) {
-        throw new ConfigurationError(
-          `pipeline '${name}': the step name '${step.name}' is given twice; each step needs a name of its own (it names the queue '${name}.${step.name}')`,
-        )
-      }
-      seen.add(step.name)
-    }
-    const consumed = options.consume ?? steps.map((step) => step.name)
-    if (!Array.isArray(consumed) || consumed.some((step) => !seen.has(step as string))) {
-      throw new ConfigurationError(
-        `pipeline '${name}': build(options.consume) must list steps of this pipeline (${[...seen].join(', ')}); got ${JSON.stringify(consumed)}`,
-      )
-    }
-    // Every name is checked (a suffix that does not fit, say) before anything is declared.
-    const policy = this.#settings.options.retryPolicy
-    const declarations = new Map<string, readonly Declaration[]>()
-    for (const step of steps) {
-      const queue = `${name}.${step.name}`
-      const topology = Topology.define()
-      declarations.set(
-        queue,
-        (policy === undefined
-          ? topology.queueWithDeadLetter(queue)
-          : topology.queueWithRetry(queue, policy)
-        ).plan(),
-      )
-    }
-    this.#host.assertOpen()
-    const registry = pipelineRegistry(this.#host.owner)
-    if (registry.has(name)) {
-      throw new ConfigurationError(
-        `pipeline '${name}' is already built on this connection: use the Pipeline its build() returned, or close it first`,
-      )
-    }
-    registry.add(name)
-    try {
-      await this.#host.transport.declare([...declarations.values()].flat())
-      const pipeline = new Pipeline<T>(
-        this.#host,
-        name,
-        steps,
-        this.#settings.options,
-        declarations,
-      )
-      await pipeline.start(new Set(consumed))
-      return pipeline
-    } catch (error) {
-      registry.delete(name)
-      throw error
-    }
-  }
-}
-
-function validateStepName(pipeline: string, step: unknown): void {
-  if (typeof step !== 'string' || step === '' || FORBIDDEN_IN_STEP.test(step)) {
-    throw new ConfigurationError(
-      `pipeline '${pipeline}': step name ${describeValue(step)} cannot be part of a queue name: a step name is a non-empty string without ',' (the route header joins step names with commas), '.', whitespace or control characters`,
-    )
-  }
-  validateQueueName(`${pipeline}.${step}`, `pipeline '${pipeline}': the queue of step '${step}'`)
-}
+import { UnservedSteps } from './unserved-steps.js'
 
 /** What a step decided about one message, kept until the engine settles it. */
 type StepOutcome =
   | { readonly kind: 'hop'; readonly hop: Hop }
   | { readonly kind: 'end'; readonly outcome: 'completed' | 'ended_early'; readonly runId: string }
+
+/** Where a hop goes, as the pipeline's `#resolve` reads a route entry. */
+interface Target {
+  readonly exchange: string
+  readonly routingKey: string
+  /** The queue it reaches. */
+  readonly queue: string
+  /** Whether `queue` is one of this pipeline's steps. */
+  readonly own: boolean
+  /** What to declare again when the hop comes back unroutable or finds the exchange gone. */
+  readonly declarations: readonly Declaration[]
+}
 
 /** The route a message is on, as this step reads it. */
 interface Position {
@@ -257,14 +48,28 @@ interface Position {
   /** Which of `steps` this step is. */
   readonly at: number
   readonly runId: string
+  /** How many entries of `steps` name this step. */
+  readonly visits: number
+  /** The message carried no route: a run enters the pipeline here (an outbox record, say). */
+  readonly entering: boolean
+}
+
+/**
+ * The key a step claims a message under (docs/design.md §15): `{pipeline}.{step}:{id}`, and
+ * `{pipeline}.{step},{position}:{id}` when the route visits the step more than once, so a
+ * revisit is not its first visit's duplicate (`,` is in no step name).
+ */
+function claimKeyOf(queue: string, position: Position, id: string): string {
+  return position.visits > 1 ? `${queue},${position.at}:${id}` : `${queue}:${id}`
 }
 
 /**
  * A pipeline: steps on queues `{name}.{step}`. A message enters at the first step with
- * {@link send}; each step's result is published (and confirmed) to the next step's queue
- * before the step's delivery is acked, carrying the run's id, its first-seen time, origin and
- * correlation, and the family's route headers (`x-acemq-route`, `x-acemq-route-position`,
- * `x-acemq-route-id`). A step that returns `null` ends the run early; the last step completes it.
+ * {@link send}; each step's result is published (and confirmed) through the pipeline's
+ * exchange `{name}`, with the next step's name as routing key, before the step's delivery is
+ * acked, carrying the run's id, its first-seen time, origin and correlation, and the family's
+ * route headers (`x-acemq-route`, `x-acemq-route-position`, `x-acemq-route-id`). A step that
+ * returns `null` ends the run early; the last step completes it.
  *
  * @example
  * ```ts
@@ -289,11 +94,14 @@ export class Pipeline<T> implements AsyncDisposable {
   readonly #consumers: Consumer[] = []
   readonly #outcomes = new WeakMap<Message<unknown>, StepOutcome>()
   readonly #arrivals = new WeakMap<Message<unknown>, Headers>()
+  readonly #positions = new WeakMap<Message<unknown>, Position>()
   #publisher: Publisher<T> | undefined
   #entered = 0
   #completed = 0
   #endedEarly = 0
   #closing: Promise<void> | undefined
+  readonly #unserved: UnservedSteps
+  #unregisterHealth: (() => void) | undefined
 
   /**
    * Created by {@link PipelineBuilder.build}.
@@ -306,6 +114,7 @@ export class Pipeline<T> implements AsyncDisposable {
     definitions: readonly StepDefinition[],
     options: ConsumerOptions,
     declarations: ReadonlyMap<string, readonly Declaration[]>,
+    formerSteps: readonly string[] = [],
   ) {
     this.#host = host
     this.name = name
@@ -315,9 +124,15 @@ export class Pipeline<T> implements AsyncDisposable {
     this.steps = Object.freeze(definitions.map((step) => step.name))
     this.queues = Object.freeze(this.steps.map((step) => `${name}.${step}`))
     this.#codec = host.codecs.find(undefined) as Codec
+    this.#unserved = new UnservedSteps(name, this.steps, host.transport)
+    for (const step of formerSteps) this.#unserved.watch(`${name}.${step}`)
   }
 
-  /** Runs sent into this pipeline from this process (confirmed by the broker). */
+  /**
+   * Runs that entered this pipeline in this process: sent (and confirmed by the broker), or
+   * taken up at a step from a message that carried no route (an outbox record published to a
+   * step), counted once that step's delivery is acked.
+   */
   get entered(): number {
     return this.#entered
   }
@@ -363,7 +178,8 @@ export class Pipeline<T> implements AsyncDisposable {
       throw new ConfigurationError(`pipeline '${this.name}' is closed: build it again to send`)
     }
     const id = options.id ?? randomUUID()
-    this.#publisher ??= this.#host.publisher<T>(this.queues[0] as string, (envelope) =>
+    // Into the first step as a hop goes: the pipeline's exchange, the step's name.
+    this.#publisher ??= this.#host.publisher<T>(this.name, this.steps[0] as string, (envelope) =>
       routeHeaders({ steps: this.steps, position: 0, runId: envelope.id }),
     )
     await this.#publisher.send(payload, { type: this.name, ...options, id })
@@ -377,6 +193,7 @@ export class Pipeline<T> implements AsyncDisposable {
    */
   close(options: { readonly drainTimeout?: Duration } = {}): Promise<void> {
     this.#closing ??= Promise.all(this.#consumers.map((c) => c.close(options))).then(() => {
+      this.#unregisterHealth?.()
       pipelineRegistry(this.#host.owner).delete(this.name)
     })
     return this.#closing
@@ -392,6 +209,11 @@ export class Pipeline<T> implements AsyncDisposable {
    * @internal
    */
   async start(consumed: ReadonlySet<string>): Promise<void> {
+    const unregister = this.#host.registerHealth({
+      name: `pipeline:${this.name}`,
+      report: () => this.#unserved.report(),
+    })
+    this.#unregisterHealth = unregister
     const started = await Promise.allSettled(
       this.#definitions.flatMap((step, index) =>
         consumed.has(step.name)
@@ -409,6 +231,7 @@ export class Pipeline<T> implements AsyncDisposable {
     for (const s of started) if (s.status === 'fulfilled') this.#consumers.push(s.value)
     const failure = started.find((s) => s.status === 'rejected')
     if (failure !== undefined) {
+      unregister()
       await Promise.all(this.#consumers.map((c) => c.close({ drainTimeout: 0 })))
       throw failure.reason
     }
@@ -416,14 +239,28 @@ export class Pipeline<T> implements AsyncDisposable {
 
   #hook(index: number): StepHook {
     const step = this.steps[index] as string
+    const queue = this.queues[index] as string
+    // `arrived` is called just before `claimKey`, for the same message (see StepHook).
+    let arrival: { readonly id: string; readonly key: string } | undefined
     return {
-      claimKey: (id) => `${step}:${id}`,
-      arrived: (message, wireHeaders) => this.#arrivals.set(message, wireHeaders),
+      claimKey: (id) => {
+        const key = arrival?.id === id ? arrival.key : `${queue}:${id}`
+        arrival = undefined
+        return key
+      },
+      arrived: (message, wireHeaders) => {
+        const position = this.#positionOf(message, wireHeaders, index)
+        this.#positions.set(message, position)
+        const id = message.envelope.id
+        arrival = { id, key: claimKeyOf(queue, position, id) }
+      },
       nextHop: (message) => {
         const outcome = this.#outcomes.get(message)
         return outcome?.kind === 'hop' ? outcome.hop : undefined
       },
       acked: (message) => {
+        // Counted once: a redelivery the claim finds done is acked without reaching here.
+        if (this.#positions.get(message)?.entering === true) this.#entered++
         const outcome = this.#outcomes.get(message)
         if (outcome?.kind !== 'end') return
         if (outcome.outcome === 'completed') this.#completed++
@@ -443,7 +280,12 @@ export class Pipeline<T> implements AsyncDisposable {
   #handler(index: number): Handler<unknown> {
     const definition = this.#definitions[index] as StepDefinition
     return async (message, context): Promise<AckResult | undefined> => {
-      const position = this.#positionOf(message, index)
+      const position = this.#positions.get(message)
+      if (position === undefined) {
+        throw new Error(
+          `step '${definition.name}' of pipeline '${this.name}' got a message the engine did not announce`,
+        )
+      }
       const returned = await definition.run(message.payload, {
         signal: context.signal,
         pipeline: this.name,
@@ -465,10 +307,11 @@ export class Pipeline<T> implements AsyncDisposable {
         })
         return undefined
       }
-      const target = this.#resolve(position.steps[next] as string)
+      const entry = position.steps[next] as string
+      const target = this.#resolve(entry)
       if (returned === undefined) {
         return Ack.park(
-          `step '${definition.name}' of pipeline '${this.name}' returned undefined: return the payload for '${target}', or null to end the run`,
+          `step '${definition.name}' of pipeline '${this.name}' returned undefined: return the payload for '${target.queue}', or null to end the run`,
         )
       }
       let body: Uint8Array
@@ -476,8 +319,13 @@ export class Pipeline<T> implements AsyncDisposable {
         body = this.#codec.encode(returned)
       } catch (error) {
         return Ack.park(
-          `could not encode what step '${definition.name}' of pipeline '${this.name}' returned for '${target}' (${this.#codec.contentType}): ${describeError(error)}`,
+          `could not encode what step '${definition.name}' of pipeline '${this.name}' returned for '${target.queue}' (${this.#codec.contentType}): ${describeError(error)}`,
         )
+      }
+      if (!target.own) {
+        // A hop that can never be routed would be held for ever, and its delivery with it.
+        const missing = await this.#unserved.missing(entry, target.queue)
+        if (missing !== undefined) return Ack.park(missing)
       }
       const hop = this.#hop(message, { ...position, at: next }, target, body)
       this.#outcomes.set(message, { kind: 'hop', hop })
@@ -487,32 +335,64 @@ export class Pipeline<T> implements AsyncDisposable {
 
   /**
    * Where a message is on its route. The route it carries wins over this pipeline's steps (a
-   * run keeps the route it was sent with), but the queue it arrived on says which step it is
-   * at: a message put back onto a step's queue by hand is at that step, whatever position it
-   * carries. A message without a route is at this step of this pipeline's route.
+   * run keeps the route it was sent with), and its position is the truth when the entry there
+   * names this step (a route may visit a step twice: `a,b,a,c`). A position that names another
+   * step (a message put back onto a step's queue by hand) gives way to the queue it arrived on:
+   * the route's first entry naming this step. A message without a route is at this step of
+   * this pipeline's route.
    */
-  #positionOf(message: Message<unknown>, index: number): Position {
-    const route = readRoute(this.#arrivals.get(message))
-    if (route === undefined) return { steps: this.steps, at: index, runId: message.envelope.id }
+  #positionOf(message: Message<unknown>, wireHeaders: Headers, index: number): Position {
+    this.#arrivals.set(message, wireHeaders)
     const step = this.steps[index] as string
     const queue = this.queues[index] as string
-    const found = route.steps.findIndex((entry) => entry === step || entry === queue)
+    const route = readRoute(wireHeaders)
+    if (route === undefined) {
+      return { steps: this.steps, at: index, runId: message.envelope.id, visits: 1, entering: true }
+    }
+    const here = (entry: string | undefined): boolean => entry === step || entry === queue
+    const found = route.steps.findIndex(here)
     return {
       steps: route.steps,
-      at: found >= 0 ? found : route.position,
+      at: here(route.steps[route.position]) ? route.position : found >= 0 ? found : route.position,
       runId: route.runId ?? message.envelope.id,
+      visits: route.steps.filter(here).length,
+      entering: false,
     }
   }
 
   /**
-   * The queue a route entry names: one of this pipeline's steps by name (as the family
-   * writes them) or by queue, else a queue of that name on the default exchange (a route
-   * that leaves this pipeline). An entry that can be no queue ends in the step's `.dlq`.
+   * Where a route entry sends the hop (docs/design.md §15). A step name — one of this
+   * pipeline's, or one it does not have (renamed or removed since the run was sent, or served
+   * by another process) — is the family's layout: the pipeline's exchange, the step's name as
+   * routing key, reaching `{name}.{step}`. A step's queue name (`{name}.{step}`) is that step.
+   * Any other entry with a `.` is a queue on the default exchange (a route that leaves the
+   * pipeline). An entry that can be no queue ends in the step's `.dlq`.
    */
-  #resolve(entry: string): string {
-    if (this.steps.includes(entry)) return `${this.name}.${entry}`
+  #resolve(entry: string): Target {
+    const step = entry.startsWith(`${this.name}.`) ? entry.slice(this.name.length + 1) : entry
+    const own = this.#declarations.get(step)
+    if (own !== undefined) {
+      return {
+        exchange: this.name,
+        routingKey: step,
+        queue: `${this.name}.${step}`,
+        own: true,
+        declarations: own,
+      }
+    }
     try {
-      return validateQueueName(entry, `the route's next step`)
+      if (!entry.includes('.')) {
+        const queue = validateQueueName(`${this.name}.${entry}`, `the route's next step`)
+        // A queue declared by an earlier version (published to on the default exchange) gets
+        // its binding when the hop comes back unroutable.
+        const declarations = Topology.define()
+          .exchange(this.name)
+          .bind(queue, this.name, entry)
+          .plan()
+        return { exchange: this.name, routingKey: entry, queue, own: false, declarations }
+      }
+      const queue = validateQueueName(entry, `the route's next step`)
+      return { exchange: '', routingKey: queue, queue, own: false, declarations: [] }
     } catch (error) {
       throw new FatalError(`the message's route names no queue: ${describeError(error)}`, {
         cause: error,
@@ -521,7 +401,7 @@ export class Pipeline<T> implements AsyncDisposable {
   }
 
   /** The next step's message: encoded once, the envelope carried, the route advanced. */
-  #hop(message: Message<unknown>, route: Position, target: string, body: Uint8Array): Hop {
+  #hop(message: Message<unknown>, route: Position, target: Target, body: Uint8Array): Hop {
     const incoming = message.envelope
     const envelope: Envelope = {
       id: incoming.id,
@@ -543,8 +423,8 @@ export class Pipeline<T> implements AsyncDisposable {
     // Inside the step's process scope: the hop's publish span is its child, and the next
     // step's process span the publish span's, so one run is one trace.
     const scope = this.#host.instrumentation?.publishStarted({
-      exchange: '',
-      routingKey: target,
+      exchange: target.exchange,
+      routingKey: target.routingKey,
       messageId: envelope.id,
       correlation: envelope.correlation,
       headers,
@@ -555,15 +435,15 @@ export class Pipeline<T> implements AsyncDisposable {
         : { contentType: this.#codec.contentType }
     return {
       message: {
-        exchange: '',
-        routingKey: target,
+        exchange: target.exchange,
+        routingKey: target.routingKey,
         body,
         headers,
         properties,
         persistent: true,
         mandatory: true,
       },
-      declarations: this.#declarations.get(target) ?? [],
+      declarations: target.declarations,
       ended: (error) => {
         if (error === undefined) scope?.end('confirmed')
         else

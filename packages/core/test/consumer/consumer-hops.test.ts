@@ -53,7 +53,7 @@ describe('a pipeline step’s hop to the next step (fake clock)', () => {
   /** Hops to `p.second` fail with each of `failures` in turn, then go through. */
   function failHops(...failures: Error[]): void {
     transport.beforePublish = (message) => {
-      if (message.routingKey !== 'p.second') return
+      if (message.routingKey !== 'second') return
       const failure = failures.shift()
       if (failure !== undefined) throw failure
     }
@@ -91,7 +91,7 @@ describe('a pipeline step’s hop to the next step (fake clock)', () => {
     expect(seen).toEqual(['first', 'second'])
     expect(transport.messageCount('p.first')).toBe(0)
     expect(transport.messageCount('p.second')).toBe(0)
-    const hops = transport.published.filter((p) => p.message.routingKey === 'p.second')
+    const hops = transport.published.filter((p) => p.message.routingKey === 'second')
     expect(hops).toHaveLength(2)
     for (const hop of hops) {
       expect(hop.options).toMatchObject({ whenBlocked: 'wait', lane: 'engine' })

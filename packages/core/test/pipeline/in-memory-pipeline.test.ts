@@ -1,8 +1,7 @@
-import { describe } from 'vitest'
 import { InMemoryTransport } from '@acemq/core'
-import { inMemoryTarget } from '@acemq/testing'
-import { pipelineScenarios } from '../../../../test-support/pipeline-scenarios.js'
+import { inMemoryTarget, pipelineScenarios } from '@acemq/testing'
 
-describe('a pipeline on the in-memory transport', () => {
-  pipelineScenarios(inMemoryTarget(() => new InMemoryTransport()))
-})
+pipelineScenarios(
+  'InMemoryTransport',
+  inMemoryTarget(() => new InMemoryTransport()),
+)

@@ -78,6 +78,17 @@ it('refuses to consume a step the pipeline does not have', async () => {
   )
 })
 
+it('refuses former steps that this version still has, or that cannot be step names, declaring nothing', async () => {
+  const builder = mq.pipeline('checkout').step('reserve', pass).step('bill', pass)
+  await expect(builder.build({ formerSteps: ['bill'] })).rejects.toThrow(
+    `pipeline 'checkout': build(options.formerSteps) must list steps this version does not have (it has reserve, bill); got ["bill"]`,
+  )
+  await expect(builder.build({ formerSteps: ['a.b'] })).rejects.toThrow(
+    `pipeline 'checkout': step name "a.b" cannot be part of a queue name`,
+  )
+  expect(transport.hasQueue('checkout.reserve')).toBe(false)
+})
+
 it('refuses to build the same pipeline twice on one connection until the first is closed', async () => {
   const first = await mq.pipeline('checkout').step('reserve', pass).build()
   await expect(mq.pipeline('checkout').step('reserve', pass).build()).rejects.toThrow(

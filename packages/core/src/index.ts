@@ -41,6 +41,7 @@ export * from './outbox/outbox-record.js'
 export {
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   DEFAULT_OUTBOX_TABLE,
+  type OutboxFailOptions,
   type OutboxFailure,
   type OutboxStats,
   type OutboxStore,

@@ -15,7 +15,7 @@ import {
   type HealthContributor,
   type HealthReport,
 } from '@acemq/core'
-import { PurgeCadence, reportPurgeFailure } from '@acemq/core/spi'
+import { PurgeCadence, isMissingTableError, reportPurgeFailure } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
@@ -472,7 +472,7 @@ export class KyselyIdempotencyStore implements ClaimingIdempotencyStore, AsyncDi
 
   /** A missing table said in words, with the way to create it; any other error as it is. */
   #tableTrouble(error: unknown): unknown {
-    if (!isMissingTable(error)) return error
+    if (!isMissingTableError(error)) return error
     return new AceMqError(
       `the idempotency table ${this.table} does not exist: create it in a migration, with idempotencyMigration() or store.createTableSql()`,
       { code: ErrorCodes.STORE_TABLE_MISSING, cause: error },
@@ -500,28 +500,6 @@ function storeHealthContributor(
       }
     },
   }
-}
-
-/**
- * Whether the database said the table (or its schema) does not exist: Postgres `42P01`
- * (undefined table) and `3F000` (undefined schema), MySQL / MariaDB `ER_NO_SUCH_TABLE` (1146)
- * and `ER_BAD_DB_ERROR` (1049), SQLite's `no such table`.
- */
-function isMissingTable(error: unknown): boolean {
-  const { code, errno, message } = (error ?? {}) as {
-    code?: unknown
-    errno?: unknown
-    message?: unknown
-  }
-  return (
-    code === '42P01' ||
-    code === '3F000' ||
-    code === 'ER_NO_SUCH_TABLE' ||
-    errno === 1146 ||
-    code === 'ER_BAD_DB_ERROR' ||
-    errno === 1049 ||
-    (typeof message === 'string' && /no such table/i.test(message))
-  )
 }
 
 /** One claim or confirm waiting for its batch. */

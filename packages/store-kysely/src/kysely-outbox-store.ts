@@ -342,10 +342,10 @@ export class KyselyOutboxStore implements OutboxStore {
 
   /**
    * MySQL and MariaDB have no `UPDATE ... RETURNING`. Where the server has `SKIP LOCKED`
-   * (MySQL 8, MariaDB 10.6) the claim is a transaction that locks its batch with `SELECT ...
-   * FOR UPDATE SKIP LOCKED` — a second relay passes over those rows instead of waiting for
-   * them, and neither locks the gaps the application's inserts need — then leases the rows by
-   * id. Elsewhere, one `UPDATE ... ORDER BY ... LIMIT` leases under the claim's token.
+   * (MySQL 8, MariaDB 10.6) the claim is a read-committed transaction that locks its batch
+   * with `SELECT ... FOR UPDATE SKIP LOCKED` — a second relay passes over those rows instead of
+   * waiting for them, and no gap is locked against the application's inserts — then leases the
+   * rows by id. Elsewhere, one `UPDATE ... ORDER BY ... LIMIT` leases under the claim's token.
    */
   async #claimMysql(values: {
     readonly owner: string
@@ -356,6 +356,11 @@ export class KyselyOutboxStore implements OutboxStore {
     if (this.#skipLocked !== false) {
       try {
         return await this.#executor.provideConnection(async (connection) => {
+          // Read committed: the locking read takes no gap locks, so the application's inserts
+          // never wait behind (or deadlock with) a claim.
+          await connection.executeQuery(
+            CompiledQuery.raw('set transaction isolation level read committed'),
+          )
           await connection.executeQuery(CompiledQuery.raw('start transaction'))
           try {
             const { rows } = await connection.executeQuery<{ id: unknown }>(

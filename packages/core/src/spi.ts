@@ -66,7 +66,13 @@ export {
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from './outbox/outbox-store.js'
-export { outboxTableStatements, type SqlDialect } from './outbox/outbox-table-sql.js'
+export {
+  outboxReofferStatement,
+  outboxRetiredStatement,
+  outboxTableStatements,
+  type OutboxStatement,
+  type SqlDialect,
+} from './outbox/outbox-table-sql.js'
 
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'

@@ -236,3 +236,32 @@ describe('the outbox relay under faults (in-memory transport)', () => {
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }
+
+describe('the outbox relay with the connection’s default error reporting', () => {
+  it('prints a failed attempt and a retirement as AceMqWarnings with no onError given (issue 35 item 2)', async () => {
+    const warnings: Error[] = []
+    const listen = (warning: Error): void => {
+      if (warning.name === 'AceMqWarning') warnings.push(warning)
+    }
+    process.on('warning', listen)
+    const mq = await AceMq.connect(new InMemoryTransport())
+    try {
+      const store = new InMemoryOutboxStore({ maxAttempts: 2 })
+      await store.add(OutboxRecord.of('', 'nobody.listens', {}, { id: 'r-heard' }))
+      const relay = mq.outbox(store, { retryDelay: 0 })
+      await relay.drainOnce()
+      await relay.drainOnce()
+      await new Promise((resolve) => setImmediate(resolve))
+      const lines = warnings.map((warning) => warning.message)
+      expect(lines.some((line) => /could not publish outbox record 'r-heard'/.test(line))).toBe(
+        true,
+      )
+      expect(
+        lines.some((line) => /'r-heard' was retired after 2 failed publishes/.test(line)),
+      ).toBe(true)
+    } finally {
+      process.off('warning', listen)
+      await mq.close({ drainTimeout: 0 })
+    }
+  })
+})

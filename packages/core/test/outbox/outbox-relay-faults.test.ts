@@ -10,7 +10,7 @@ import {
   type OutgoingMessage,
   type TransportPublishOptions,
 } from '../../src/index.js'
-import { storeWith } from './support/store-with.js'
+import { outboxStoreReplacing } from '@acemq/testing'
 
 /**
  * The in-memory transport with two faults a broker has: publishes held (as under a memory
@@ -108,7 +108,7 @@ describe('the outbox relay under faults (in-memory transport)', () => {
     const inner = new InMemoryOutboxStore({ now: () => now })
     await addOrders(inner, 30)
     let failures = 1
-    const store = storeWith(inner, {
+    const store = outboxStoreReplacing(inner, {
       markPublished: async (ids) => {
         if (failures-- > 0) throw new Error('connection terminated unexpectedly')
         await inner.markPublished(ids)
@@ -126,7 +126,7 @@ describe('the outbox relay under faults (in-memory transport)', () => {
   it('marks the pipelined next batch even when one batch’s mark keeps failing: only that batch goes out again (issue 27 item 6)', async () => {
     const inner = new InMemoryOutboxStore({ now: () => now })
     await addOrders(inner, 30)
-    const store = storeWith(inner, {
+    const store = outboxStoreReplacing(inner, {
       markPublished: async (ids) => {
         if ([ids].flat().includes('o-0')) throw new Error('deadlock detected')
         await inner.markPublished(ids)
@@ -225,7 +225,7 @@ describe('the outbox relay under faults (in-memory transport)', () => {
     const missing = Object.assign(new Error('relation "acemq_outbox" does not exist'), {
       code: 'ACEMQ_STORE_TABLE_MISSING',
     })
-    const store = storeWith(new InMemoryOutboxStore(), {
+    const store = outboxStoreReplacing(new InMemoryOutboxStore(), {
       claimBatch: () => Promise.reject(missing),
     })
     await expect(mq.outbox(store).drainOnce()).rejects.toBe(missing)

@@ -9,8 +9,7 @@ import {
   type Instrumentation,
   type OutboxRelayInfo,
 } from '../../src/index.js'
-import { eventually } from '@acemq/testing'
-import { storeWith } from './support/store-with.js'
+import { eventually, outboxStoreReplacing } from '@acemq/testing'
 
 describe('the outbox relay on the in-memory transport', () => {
   let transport: InMemoryTransport
@@ -164,7 +163,7 @@ describe('the outbox relay on the in-memory transport', () => {
     const gate = new Promise<void>((resolve) => (openGate = resolve))
     let marking = false
     // The in-memory store, with a mark that waits at a gate.
-    const store = storeWith(inner, {
+    const store = outboxStoreReplacing(inner, {
       markPublished: async (ids) => {
         marking = true
         await gate

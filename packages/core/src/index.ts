@@ -54,7 +54,9 @@ export {
   DEFAULT_OUTBOX_BATCH,
   DEFAULT_OUTBOX_LAG_THRESHOLD,
   DEFAULT_OUTBOX_LEASE,
+  DEFAULT_OUTBOX_MAX_RETRY_DELAY,
   DEFAULT_OUTBOX_POLL,
+  DEFAULT_OUTBOX_RETRY_DELAY,
   type OutboxRelayOptions,
 } from './outbox/outbox-relay.js'
 export {

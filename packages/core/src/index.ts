@@ -41,6 +41,7 @@ export * from './outbox/outbox-record.js'
 export {
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   DEFAULT_OUTBOX_TABLE,
+  type OutboxFailOptions,
   type OutboxFailure,
   type OutboxStats,
   type OutboxStore,
@@ -53,7 +54,9 @@ export {
   DEFAULT_OUTBOX_BATCH,
   DEFAULT_OUTBOX_LAG_THRESHOLD,
   DEFAULT_OUTBOX_LEASE,
+  DEFAULT_OUTBOX_MAX_RETRY_DELAY,
   DEFAULT_OUTBOX_POLL,
+  DEFAULT_OUTBOX_RETRY_DELAY,
   type OutboxRelayOptions,
 } from './outbox/outbox-relay.js'
 export {

@@ -60,15 +60,26 @@ export { storeHealthContributor } from './idempotency/store-health.js'
 export {
   MAX_OUTBOX_REASON_LENGTH,
   assertClaimBatch,
+  assertRenew,
+  isMissingTableError,
   outboxColumns,
+  outboxFailOptions,
   outboxIds,
+  outboxLease,
   outboxMaxAttempts,
   outboxReason,
+  outboxTableTrouble,
   outboxRecordFromRow,
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from './outbox/outbox-store.js'
-export { outboxTableStatements, type SqlDialect } from './outbox/outbox-table-sql.js'
+export {
+  outboxReofferStatement,
+  outboxRetiredStatement,
+  outboxTableStatements,
+  type OutboxStatement,
+  type SqlDialect,
+} from './outbox/outbox-table-sql.js'
 
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'

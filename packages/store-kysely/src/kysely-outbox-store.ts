@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { sql, type QueryExecutor, type RawBuilder } from 'kysely'
+import { CompiledQuery, sql, type QueryExecutor, type RawBuilder } from 'kysely'
 import {
   AceMqError,
   ConfigurationError,
@@ -9,6 +9,7 @@ import {
   OutboxRecord,
   toMillis,
   type Duration,
+  type OutboxFailOptions,
   type OutboxFailure,
   type OutboxStats,
   type OutboxStore,
@@ -17,11 +18,14 @@ import {
 } from '@acemq/core'
 import {
   assertClaimBatch,
+  assertRenew,
   outboxColumns,
+  outboxFailOptions,
   outboxIds,
-  outboxMaxAttempts,
+  outboxLease,
   outboxReason,
   outboxRecordFromRow,
+  outboxTableTrouble,
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from '@acemq/core/spi'
@@ -56,7 +60,7 @@ export interface KyselyOutboxStoreOptions {
 }
 
 const COLUMNS =
-  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error'
+  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, lease_owner'
 
 /**
  * The transactional outbox on any Kysely database (Postgres through `pg` is the tested
@@ -88,6 +92,8 @@ export class KyselyOutboxStore implements OutboxStore {
   readonly #now: (() => number) | undefined
   readonly #sql: Statements
   readonly #t: RawBuilder<unknown>
+  /** MySQL only: whether the server takes `SKIP LOCKED` (undefined until the first claim). */
+  #skipLocked: boolean | undefined
 
   /**
    * Creates the store on a Kysely instance (any `Kysely<DB>`); a bad option throws a
@@ -159,18 +165,20 @@ export class KyselyOutboxStore implements OutboxStore {
       throw new ConfigurationError('add(record) needs an OutboxRecord, from OutboxRecord.of()')
     }
     const { headers, envelope } = outboxColumns(record)
-    await run(
-      queryExecutor(trx),
-      this.#sql.insert({
-        id: record.id,
-        exchange: record.exchange,
-        routingKey: record.routingKey,
-        contentType: record.contentType,
-        body: Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength),
-        headers,
-        envelope,
-        now: this.#now?.(),
-      }),
+    await this.#guard(() =>
+      run(
+        queryExecutor(trx),
+        this.#sql.insert({
+          id: record.id,
+          exchange: record.exchange,
+          routingKey: record.routingKey,
+          contentType: record.contentType,
+          body: Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength),
+          headers,
+          envelope,
+          now: this.#now?.(),
+        }),
+      ),
     )
   }
 
@@ -178,54 +186,98 @@ export class KyselyOutboxStore implements OutboxStore {
     assertClaimBatch(batch, leaseMs)
     const owner = randomUUID()
     const values = { owner, lease: leaseMs, batch, now: this.#now?.() }
-    let rows: OutboxRow[]
-    if (this.dialect === 'mysql') {
-      // No UPDATE ... RETURNING: lease with a token of this claim's own, then read by it.
-      await run(this.#executor, this.#sql.lease(values))
-      rows = (await run<OutboxRow>(this.#executor, this.#sql.leased({ owner }))).rows
-    } else {
-      rows = (await run<OutboxRow>(this.#executor, this.#sql.lease(values))).rows
-    }
-    return sortRecords(rows)
+    return this.#guard(async () => {
+      if (this.dialect === 'mysql') return sortRecords(await this.#claimMysql(values))
+      return sortRecords((await run<OutboxRow>(this.#executor, this.#sql.lease(values))).rows)
+    })
+  }
+
+  async renew(ids: string | readonly string[], lease: string, leaseMs: number): Promise<number> {
+    const list = assertRenew(ids, lease, leaseMs)
+    if (list.length === 0) return 0
+    return this.#guard(async () => {
+      const result =
+        await sql`update ${this.#t} set leased_until = ${this.#clock()} + ${sql.lit(leaseMs)} where id in (${sql.join(list)}) and lease_owner = ${lease} and ${PENDING}`.execute(
+          { getExecutor: () => this.#executor },
+        )
+      return Number(result.numAffectedRows ?? 0n)
+    })
   }
 
   async markPublished(ids: string | readonly string[]): Promise<void> {
     const list = outboxIds(ids)
     if (list.length === 0) return
-    if (this.dialect === 'postgres') {
-      // One statement compiled once, the ids as one array parameter.
-      await run(this.#executor, this.#sql.publishAll({ ids: list, now: this.#now?.() }))
-      return
-    }
-    await sql`update ${this.#t} set published_at = ${this.#clock()}, lease_owner = null, leased_until = null where id in (${sql.join(list)}) and published_at is null`.execute(
-      { getExecutor: () => this.#executor },
-    )
+    await this.#guard(async () => {
+      if (this.dialect === 'postgres') {
+        // One statement compiled once, the ids as one array parameter.
+        await run(this.#executor, this.#sql.publishAll({ ids: list, now: this.#now?.() }))
+        return
+      }
+      await sql`update ${this.#t} set published_at = ${this.#clock()}, lease_owner = null, leased_until = null where id in (${sql.join(list)}) and published_at is null`.execute(
+        { getExecutor: () => this.#executor },
+      )
+    })
   }
 
-  async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
+  async markFailed(
+    id: string,
+    reason: string,
+    options?: number | OutboxFailOptions,
+  ): Promise<OutboxFailure> {
     const [key] = outboxIds(id)
-    const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
-    await run(
-      this.#executor,
-      this.#sql.fail({ id: key, reason: outboxReason(reason), max: limit, now: this.#now?.() }),
-    )
-    const { rows } = await run<{ retired_at: unknown; published_at: unknown }>(
-      this.#executor,
-      this.#sql.state({ id: key }),
-    )
-    const row = rows[0]
-    if (row === undefined) {
-      throw new ConfigurationError(`markFailed(id): the outbox has no record '${String(key)}'`)
-    }
-    return row.retired_at === null || row.retired_at === undefined ? 'pending' : 'retired'
+    const { maxAttempts, lease, retryInMs } = outboxFailOptions(options, this.maxAttempts)
+    return this.#guard(async () => {
+      const result = await run(
+        this.#executor,
+        this.#sql.fail({
+          id: key,
+          reason: outboxReason(reason),
+          max: maxAttempts,
+          now: this.#now?.(),
+          lease: lease ?? null,
+          retry: retryInMs,
+        }),
+      )
+      const { rows } = await run<{ retired_at: unknown; published_at: unknown }>(
+        this.#executor,
+        this.#sql.state({ id: key }),
+      )
+      const row = rows[0]
+      if (row === undefined) {
+        throw new ConfigurationError(`markFailed(id): the outbox has no record '${String(key)}'`)
+      }
+      const retired = row.retired_at !== null && row.retired_at !== undefined
+      if (Number(result.numAffectedRows ?? 0n) === 0) {
+        // Nothing changed: another relay holds it, or it was published or retired meanwhile.
+        return lease === undefined && retired ? 'retired' : 'lapsed'
+      }
+      return retired ? 'retired' : 'pending'
+    })
   }
 
-  async release(ids: string | readonly string[]): Promise<void> {
+  async release(ids: string | readonly string[], lease?: string | undefined): Promise<void> {
     const list = outboxIds(ids)
+    if (lease !== undefined) outboxLease(lease, 'release(lease)')
     if (list.length === 0) return
-    await sql`update ${this.#t} set lease_owner = null, leased_until = null where id in (${sql.join(list)}) and published_at is null`.execute(
-      { getExecutor: () => this.#executor },
+    const holder = lease === undefined ? sql`` : sql` and lease_owner = ${lease}`
+    await this.#guard(() =>
+      sql`update ${this.#t} set lease_owner = null, leased_until = null where id in (${sql.join(list)}) and ${PENDING}${holder}`.execute(
+        { getExecutor: () => this.#executor },
+      ),
     )
+  }
+
+  async reoffer(ids?: string | readonly string[]): Promise<number> {
+    const list = ids === undefined ? undefined : outboxIds(ids)
+    if (list?.length === 0) return 0
+    const only = list === undefined ? sql`` : sql` and id in (${sql.join(list)})`
+    return this.#guard(async () => {
+      const result =
+        await sql`update ${this.#t} set retired_at = null, attempts = 0, lease_owner = null, leased_until = null where ${RETIRED}${only}`.execute(
+          { getExecutor: () => this.#executor },
+        )
+      return Number(result.numAffectedRows ?? 0n)
+    })
   }
 
   async pendingCount(): Promise<number> {
@@ -234,14 +286,28 @@ export class KyselyOutboxStore implements OutboxStore {
 
   async retired(limit = 100): Promise<readonly RetiredOutboxRecord[]> {
     integerAtLeast(limit, 1, 'retired(limit)')
-    const { rows } = await run<OutboxRow>(this.#executor, this.#sql.retired({ limit }))
+    const { rows } = await this.#guard(() =>
+      run<OutboxRow>(this.#executor, this.#sql.retired({ limit })),
+    )
     return rows.map((row) => retiredOutboxRecordFromRow(row))
   }
 
+  /**
+   * Resolves when the outbox table answers; rejects with `ACEMQ_STORE_TABLE_MISSING` (and the
+   * way to create it) when it does not exist. Call it at start-up.
+   *
+   * @example
+   * ```ts
+   * await outbox.verify()
+   * ```
+   */
+  async verify(): Promise<void> {
+    await this.stats()
+  }
+
   async stats(): Promise<OutboxStats> {
-    const { rows } = await run<Record<string, unknown>>(
-      this.#executor,
-      this.#sql.stats({ now: this.#now?.() }),
+    const { rows } = await this.#guard(() =>
+      run<Record<string, unknown>>(this.#executor, this.#sql.stats({ now: this.#now?.() })),
     )
     const row = rows[0] ?? {}
     const oldest = row['oldest']
@@ -270,8 +336,69 @@ export class KyselyOutboxStore implements OutboxStore {
       this.dialect === 'mysql'
         ? sql`delete from ${this.#t} where published_at is not null and published_at <= ${before} limit ${sql.lit(limit)}`
         : sql`delete from ${this.#t} where id in (select id from ${this.#t} where published_at is not null and published_at <= ${before} limit ${sql.lit(limit)})`
-    const result = await query.execute({ getExecutor: () => this.#executor })
+    const result = await this.#guard(() => query.execute({ getExecutor: () => this.#executor }))
     return Number(result.numAffectedRows ?? 0n)
+  }
+
+  /**
+   * MySQL and MariaDB have no `UPDATE ... RETURNING`. Where the server has `SKIP LOCKED`
+   * (MySQL 8, MariaDB 10.6) the claim is a read-committed transaction that locks its batch
+   * with `SELECT ... FOR UPDATE SKIP LOCKED` — a second relay passes over those rows instead of
+   * waiting for them, and no gap is locked against the application's inserts — then leases the
+   * rows by id. Elsewhere, one `UPDATE ... ORDER BY ... LIMIT` leases under the claim's token.
+   */
+  async #claimMysql(values: {
+    readonly owner: string
+    readonly lease: number
+    readonly batch: number
+    readonly now: number | undefined
+  }): Promise<OutboxRow[]> {
+    if (this.#skipLocked !== false) {
+      try {
+        return await this.#executor.provideConnection(async (connection) => {
+          // Read committed: the locking read takes no gap locks, so the application's inserts
+          // never wait behind (or deadlock with) a claim.
+          await connection.executeQuery(
+            CompiledQuery.raw('set transaction isolation level read committed'),
+          )
+          await connection.executeQuery(CompiledQuery.raw('start transaction'))
+          try {
+            const { rows } = await connection.executeQuery<{ id: unknown }>(
+              this.#sql.lockFree(values),
+            )
+            if (rows.length > 0) {
+              await connection.executeQuery(
+                sql`update ${this.#t} set lease_owner = ${values.owner}, leased_until = ${this.#clock()} + ${sql.lit(values.lease)} where id in (${sql.join(rows.map((row) => row.id))})`.compile(
+                  { getExecutor: () => this.#executor },
+                ),
+              )
+            }
+            await connection.executeQuery(CompiledQuery.raw('commit'))
+          } catch (error) {
+            await connection.executeQuery(CompiledQuery.raw('rollback')).catch(() => undefined)
+            throw error
+          }
+          this.#skipLocked = true
+          return (
+            await connection.executeQuery<OutboxRow>(this.#sql.leased({ owner: values.owner }))
+          ).rows
+        })
+      } catch (error) {
+        // A server without SKIP LOCKED refuses the syntax: claim the older way from now on.
+        if (this.#skipLocked !== undefined || !isSyntaxError(error)) throw error
+        this.#skipLocked = false
+      }
+    }
+    await run(this.#executor, this.#sql.lease(values))
+    return (await run<OutboxRow>(this.#executor, this.#sql.leased({ owner: values.owner }))).rows
+  }
+
+  async #guard<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work()
+    } catch (error) {
+      throw outboxTableTrouble(error, this.table)
+    }
   }
 
   #clock(): RawBuilder<unknown> {
@@ -285,10 +412,12 @@ interface Statements {
     'id' | 'exchange' | 'routingKey' | 'contentType' | 'body' | 'headers' | 'envelope' | 'now'
   >
   readonly lease: Compiled<'owner' | 'lease' | 'batch' | 'now'>
+  /** MySQL only: locks the next batch of free rows, passing over rows another claim locked. */
+  readonly lockFree: Compiled<'batch' | 'now'>
   readonly leased: Compiled<'owner'>
   /** Postgres only: marks a list of ids published. */
   readonly publishAll: Compiled<'ids' | 'now'>
-  readonly fail: Compiled<'id' | 'reason' | 'max' | 'now'>
+  readonly fail: Compiled<'id' | 'reason' | 'max' | 'now' | 'lease' | 'retry'>
   readonly state: Compiled<'id'>
   readonly retired: Compiled<'limit'>
   readonly stats: Compiled<'now'>
@@ -349,6 +478,12 @@ function statements(
       }
     })
   return {
+    lockFree: compile(
+      executor,
+      ['batch', 'now'],
+      ($) =>
+        sql`select id from ${t} where ${pending} and (leased_until is null or leased_until <= ${clock($.now)}) order by created_at, id limit ${$.batch} for update skip locked`,
+    ),
     insert: compile(
       executor,
       ['id', 'exchange', 'routingKey', 'contentType', 'body', 'headers', 'envelope', 'now'],
@@ -369,12 +504,13 @@ function statements(
         sql`select ${columns} from ${t} where lease_owner = ${$.owner} and ${pending} order by created_at, id`,
     ),
     // retired_at first: MySQL evaluates SET left to right with the values it has just set.
-    fail: compile(
-      executor,
-      ['id', 'reason', 'max', 'now'],
-      ($) =>
-        sql`update ${t} set retired_at = case when attempts + 1 >= ${dialect === 'postgres' ? sql`cast(${$.max} as integer)` : $.max} then ${clock($.now)} else null end, attempts = attempts + 1, last_error = ${$.reason}, lease_owner = null, leased_until = null where id = ${$.id} and ${stillPending}`,
-    ),
+    // The lease condition last: a holder whose lease lapsed (another claim took the row, or it
+    // was marked) changes nothing. A back-off holds the row until leased_until, unleased.
+    fail: compile(executor, ['id', 'reason', 'max', 'now', 'lease', 'retry'], ($) => {
+      const lease = dialect === 'postgres' ? sql`cast(${$.lease} as text)` : $.lease
+      const retry = bigint($.retry)
+      return sql`update ${t} set retired_at = case when attempts + 1 >= ${dialect === 'postgres' ? sql`cast(${$.max} as integer)` : $.max} then ${clock($.now)} else null end, attempts = attempts + 1, last_error = ${$.reason}, lease_owner = null, leased_until = case when ${retry} > 0 then ${clock($.now)} + ${retry} else null end where id = ${$.id} and ${stillPending} and (${lease} is null or lease_owner = ${lease})`
+    }),
     state: compile(
       executor,
       ['id'],
@@ -395,6 +531,15 @@ function statements(
         sql`select (select count(*) from ${t} where ${pending}) as pending, (select count(*) from ${t} where ${retiredOnly}) as retired, (select min(created_at) from ${t} where ${pending}) as oldest, ${clock($.now)} as now_ms`,
     ),
   }
+}
+
+const PENDING = sql`published_at is null and retired_at is null`
+const RETIRED = sql`published_at is null and retired_at is not null`
+
+/** MySQL / MariaDB's answer to syntax it does not know (`ER_PARSE_ERROR`). */
+function isSyntaxError(error: unknown): boolean {
+  const { errno, code } = (error ?? {}) as { errno?: unknown; code?: unknown }
+  return errno === 1064 || code === 'ER_PARSE_ERROR'
 }
 
 /** Oldest first: RETURNING gives no order. */

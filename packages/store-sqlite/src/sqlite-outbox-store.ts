@@ -7,6 +7,7 @@ import {
   OutboxRecord,
   toMillis,
   type Duration,
+  type OutboxFailOptions,
   type OutboxFailure,
   type OutboxStats,
   type OutboxStore,
@@ -15,11 +16,14 @@ import {
 } from '@acemq/core'
 import {
   assertClaimBatch,
+  assertRenew,
   outboxColumns,
+  outboxFailOptions,
   outboxIds,
-  outboxMaxAttempts,
+  outboxLease,
   outboxReason,
   outboxRecordFromRow,
+  outboxTableTrouble,
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from '@acemq/core/spi'
@@ -47,14 +51,20 @@ export interface SqliteOutboxStoreOptions {
 }
 
 const COLUMNS =
-  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error'
+  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, lease_owner'
 
 interface Statements {
   readonly lease: Sqlite.Statement<[string, number, number, number], OutboxRow>
+  readonly renew: Sqlite.Statement<[number, string, string]>
   readonly publish: Sqlite.Statement<[number, string]>
-  readonly fail: Sqlite.Statement<[number, number, string, string]>
+  readonly fail: Sqlite.Statement<
+    [number, number, number, number, string, string, string | null, string | null]
+  >
   readonly state: Sqlite.Statement<[string], { retired_at: number | null }>
   readonly release: Sqlite.Statement<[string]>
+  readonly releaseHeld: Sqlite.Statement<[string, string]>
+  readonly reoffer: Sqlite.Statement<[string]>
+  readonly reofferAll: Sqlite.Statement<[]>
   readonly retired: Sqlite.Statement<[number], OutboxRow>
   readonly stats: Sqlite.Statement<
     [],
@@ -158,9 +168,13 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     }
     let insert = this.#inserts.get(db)
     if (insert === undefined) {
-      insert = db.prepare(
-        `insert into ${this.#table.quoted} (id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts) values (?, ?, ?, ?, ?, ?, ?, ?, 0)`,
-      ) as InsertStatement
+      try {
+        insert = db.prepare(
+          `insert into ${this.#table.quoted} (id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts) values (?, ?, ?, ?, ?, ?, ?, ?, 0)`,
+        ) as InsertStatement
+      } catch (error) {
+        throw outboxTableTrouble(error, this.table)
+      }
       this.#inserts.set(db, insert)
     }
     const { headers, envelope } = outboxColumns(record)
@@ -185,6 +199,17 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
       .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 
+  async renew(ids: string | readonly string[], lease: string, leaseMs: number): Promise<number> {
+    const list = assertRenew(ids, lease, leaseMs)
+    const statements = this.#prepared()
+    const until = this.#now() + leaseMs
+    return this.#db.transaction(() => {
+      let renewed = 0
+      for (const id of list) renewed += statements.renew.run(until, id, lease).changes
+      return renewed
+    })()
+  }
+
   async markPublished(ids: string | readonly string[]): Promise<void> {
     const list = outboxIds(ids)
     const statements = this.#prepared()
@@ -194,23 +219,56 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     })()
   }
 
-  async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
+  async markFailed(
+    id: string,
+    reason: string,
+    options?: number | OutboxFailOptions,
+  ): Promise<OutboxFailure> {
     const [key] = outboxIds(id) as [string]
-    const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
+    const { maxAttempts, lease, retryInMs } = outboxFailOptions(options, this.maxAttempts)
     const statements = this.#prepared()
-    statements.fail.run(limit, this.#now(), outboxReason(reason), key)
+    const now = this.#now()
+    const held = lease ?? null
+    const changes = statements.fail.run(
+      maxAttempts,
+      now,
+      retryInMs,
+      now + retryInMs,
+      outboxReason(reason),
+      key,
+      held,
+      held,
+    ).changes
     const row = statements.state.get(key)
     if (row === undefined) {
       throw new ConfigurationError(`markFailed(id): the outbox has no record '${key}'`)
     }
-    return row.retired_at === null ? 'pending' : 'retired'
+    const retired = row.retired_at !== null
+    // Nothing changed: another relay holds it, or it was published or retired meanwhile.
+    if (changes === 0) return lease === undefined && retired ? 'retired' : 'lapsed'
+    return retired ? 'retired' : 'pending'
   }
 
-  async release(ids: string | readonly string[]): Promise<void> {
+  async release(ids: string | readonly string[], lease?: string | undefined): Promise<void> {
     const list = outboxIds(ids)
+    if (lease !== undefined) outboxLease(lease, 'release(lease)')
     const statements = this.#prepared()
     this.#db.transaction(() => {
-      for (const id of list) statements.release.run(id)
+      for (const id of list) {
+        if (lease === undefined) statements.release.run(id)
+        else statements.releaseHeld.run(id, lease)
+      }
+    })()
+  }
+
+  async reoffer(ids?: string | readonly string[]): Promise<number> {
+    const list = ids === undefined ? undefined : outboxIds(ids)
+    const statements = this.#prepared()
+    if (list === undefined) return statements.reofferAll.run().changes
+    return this.#db.transaction(() => {
+      let reoffered = 0
+      for (const id of list) reoffered += statements.reoffer.run(id).changes
+      return reoffered
     })()
   }
 
@@ -223,6 +281,19 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     return this.#prepared()
       .retired.all(limit)
       .map((row) => retiredOutboxRecordFromRow(row))
+  }
+
+  /**
+   * Resolves when the outbox table answers; rejects with `ACEMQ_STORE_TABLE_MISSING` (and the
+   * way to create it) when it does not exist. Call it at start-up.
+   *
+   * @example
+   * ```ts
+   * await outbox.verify()
+   * ```
+   */
+  async verify(): Promise<void> {
+    await this.stats()
   }
 
   async stats(): Promise<OutboxStats> {
@@ -261,25 +332,48 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     await this.close()
   }
 
+  /** Prepares every statement once, on first use (the table may be created after the store). */
   #prepared(): Statements {
     if (this.#statements !== undefined) return this.#statements
+    try {
+      this.#statements = this.#prepare()
+    } catch (error) {
+      throw outboxTableTrouble(error, this.table)
+    }
+    return this.#statements
+  }
+
+  #prepare(): Statements {
     const t = this.#table.quoted
     const pending = 'published_at is null and retired_at is null'
     const retired = 'published_at is null and retired_at is not null'
-    this.#statements = {
+    return {
       lease: this.#db.prepare(
         `update ${t} set lease_owner = ?, leased_until = ? where id in (select id from ${t} where ${pending} and (leased_until is null or leased_until <= ?) order by created_at, id limit ?) returning ${COLUMNS}`,
+      ),
+      renew: this.#db.prepare(
+        `update ${t} set leased_until = ? where id = ? and lease_owner = ? and ${pending}`,
       ),
       publish: this.#db.prepare(
         `update ${t} set published_at = ?, lease_owner = null, leased_until = null where id = ? and published_at is null`,
       ),
-      // retired_at first, as the Kysely store writes it (the SET sees the old attempts here).
+      // retired_at first, as the Kysely store writes it (the SET sees the old attempts here);
+      // a holder whose lease lapsed changes nothing; a back-off holds the row, unleased.
       fail: this.#db.prepare(
-        `update ${t} set retired_at = case when attempts + 1 >= ? then ? else null end, attempts = attempts + 1, last_error = ?, lease_owner = null, leased_until = null where id = ? and ${pending}`,
+        `update ${t} set retired_at = case when attempts + 1 >= ? then ? else null end, leased_until = case when ? > 0 then ? else null end, attempts = attempts + 1, last_error = ?, lease_owner = null where id = ? and ${pending} and (? is null or lease_owner = ?)`,
       ),
       state: this.#db.prepare(`select retired_at from ${t} where id = ?`),
       release: this.#db.prepare(
-        `update ${t} set lease_owner = null, leased_until = null where id = ? and published_at is null`,
+        `update ${t} set lease_owner = null, leased_until = null where id = ? and ${pending}`,
+      ),
+      releaseHeld: this.#db.prepare(
+        `update ${t} set lease_owner = null, leased_until = null where id = ? and ${pending} and lease_owner = ?`,
+      ),
+      reoffer: this.#db.prepare(
+        `update ${t} set retired_at = null, attempts = 0, lease_owner = null, leased_until = null where id = ? and ${retired}`,
+      ),
+      reofferAll: this.#db.prepare(
+        `update ${t} set retired_at = null, attempts = 0, lease_owner = null, leased_until = null where ${retired}`,
       ),
       retired: this.#db.prepare(
         `select ${COLUMNS}, retired_at from ${t} where ${retired} order by retired_at desc, id limit ?`,
@@ -292,6 +386,5 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
         `delete from ${t} where id in (select id from ${t} where published_at is not null and published_at <= ? limit ?)`,
       ),
     } as Statements
-    return this.#statements
   }
 }

@@ -85,6 +85,21 @@ describe('SqliteOutboxStore', () => {
     expect(await outbox.purgePublished(0)).toBe(1)
   })
 
+  it('reports a missing outbox table as ACEMQ_STORE_TABLE_MISSING, with the way to create it', async () => {
+    const store = new SqliteOutboxStore(db, { table: 'outbox_never_made' })
+    const missing = { code: 'ACEMQ_STORE_TABLE_MISSING', message: /createTableSql\(\)/ }
+    await expect(store.claimBatch(10, 30_000)).rejects.toMatchObject(missing)
+    await expect(store.stats()).rejects.toMatchObject(missing)
+    await expect(store.verify()).rejects.toMatchObject(missing)
+    let thrown: unknown
+    try {
+      store.add(db, OutboxRecord.of('', 'q', {}))
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toMatchObject(missing)
+  })
+
   it('creates the table through a Kysely Migrator, the same DDL as createTableSql', async () => {
     const kysely = new Kysely<unknown>({
       dialect: new SqliteDialect({ database: new Database(join(dir, 'migrated.db')) }),

@@ -4,9 +4,12 @@ import { OutboxRecord } from './outbox-record.js'
 import {
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   assertClaimBatch,
+  assertRenew,
+  outboxFailOptions,
   outboxIds,
-  outboxMaxAttempts,
+  outboxLease,
   outboxReason,
+  type OutboxFailOptions,
   type OutboxFailure,
   type OutboxStats,
   type OutboxStore,
@@ -115,9 +118,22 @@ export class InMemoryOutboxStore implements OutboxStore {
       if (entry.leasedUntil > now) continue
       entry.leaseOwner = owner
       entry.leasedUntil = now + leaseMs
-      claimed.push(entry.record)
+      claimed.push(Object.freeze({ ...entry.record, lease: owner }))
     }
     return claimed
+  }
+
+  async renew(ids: string | readonly string[], lease: string, leaseMs: number): Promise<number> {
+    const list = assertRenew(ids, lease, leaseMs)
+    const until = this.#now() + leaseMs
+    let renewed = 0
+    for (const id of list) {
+      const entry = this.#entries.get(id)
+      if (entry === undefined || !this.#pending(entry) || entry.leaseOwner !== lease) continue
+      entry.leasedUntil = until
+      renewed++
+    }
+    return renewed
   }
 
   async markPublished(ids: string | readonly string[]): Promise<void> {
@@ -131,33 +147,60 @@ export class InMemoryOutboxStore implements OutboxStore {
     }
   }
 
-  async markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure> {
-    const limit = outboxMaxAttempts(maxAttempts, this.maxAttempts)
+  async markFailed(
+    id: string,
+    reason: string,
+    options?: number | OutboxFailOptions,
+  ): Promise<OutboxFailure> {
+    const { maxAttempts, lease, retryInMs } = outboxFailOptions(options, this.maxAttempts)
     const [key] = outboxIds(id)
     const entry = this.#entries.get(key as string)
     if (entry === undefined) {
       throw new ConfigurationError(`markFailed(id): the outbox has no record '${String(id)}'`)
     }
-    if (entry.publishedAt !== undefined) return 'pending'
-    if (entry.retiredAt !== undefined) return 'retired'
+    if (!this.#pending(entry))
+      return lease === undefined && entry.retiredAt !== undefined ? 'retired' : 'lapsed'
+    if (lease !== undefined && entry.leaseOwner !== lease) return 'lapsed'
     const attempts = entry.record.attempts + 1
     entry.record = Object.freeze({ ...entry.record, attempts, lastError: outboxReason(reason) })
     entry.leaseOwner = undefined
-    entry.leasedUntil = 0
-    if (attempts >= limit) {
+    entry.leasedUntil = retryInMs === 0 ? 0 : this.#now() + retryInMs
+    if (attempts >= maxAttempts) {
       entry.retiredAt = this.#now()
       return 'retired'
     }
     return 'pending'
   }
 
-  async release(ids: string | readonly string[]): Promise<void> {
-    for (const id of outboxIds(ids)) {
+  async release(ids: string | readonly string[], lease?: string | undefined): Promise<void> {
+    const list = outboxIds(ids)
+    if (lease !== undefined) outboxLease(lease, 'release(lease)')
+    for (const id of list) {
       const entry = this.#entries.get(id)
-      if (entry === undefined || entry.publishedAt !== undefined) continue
+      if (entry === undefined || !this.#pending(entry)) continue
+      if (lease !== undefined && entry.leaseOwner !== lease) continue
       entry.leaseOwner = undefined
       entry.leasedUntil = 0
     }
+  }
+
+  async reoffer(ids?: string | readonly string[]): Promise<number> {
+    const only = ids === undefined ? undefined : new Set(outboxIds(ids))
+    let reoffered = 0
+    for (const entry of this.#entries.values()) {
+      if (entry.retiredAt === undefined || entry.publishedAt !== undefined) continue
+      if (only !== undefined && !only.has(entry.record.id)) continue
+      entry.retiredAt = undefined
+      entry.leaseOwner = undefined
+      entry.leasedUntil = 0
+      entry.record = Object.freeze({ ...entry.record, attempts: 0 })
+      reoffered++
+    }
+    return reoffered
+  }
+
+  #pending(entry: Entry): boolean {
+    return entry.publishedAt === undefined && entry.retiredAt === undefined
   }
 
   async pendingCount(): Promise<number> {

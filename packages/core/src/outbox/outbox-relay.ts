@@ -1,12 +1,20 @@
 import { toMillis, type Duration } from '../duration.js'
 import { createEnvelope, writeEnvelope } from '../envelope/envelope.js'
-import { ClosedError, ConfigurationError, PublishingPausedError, describeError } from '../errors.js'
+import {
+  AceMqError,
+  ClosedError,
+  ConfigurationError,
+  PublishingPausedError,
+  describeError,
+} from '../errors.js'
 import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { HealthContributor, HealthReport } from '../health/health.js'
 import { sleep } from '../internal/timers.js'
 import type { Instrumentation } from '../telemetry/instrumentation.js'
 import type { OutgoingMessage, Transport } from '../transport/transport.js'
-import type { OutboxStore, StoredOutboxRecord } from './outbox-store.js'
+import { LeaseKeeper, type KeptLease } from './lease-keeper.js'
+import { blamesRecord, isConnectionTrouble, seconds, storeMaxAttempts } from './publish-outcome.js'
+import type { OutboxFailure, OutboxStore, StoredOutboxRecord } from './outbox-store.js'
 
 /** Records one relay round claims and publishes (100). */
 export const DEFAULT_OUTBOX_BATCH = 100
@@ -16,6 +24,20 @@ export const DEFAULT_OUTBOX_POLL = 1_000
 export const DEFAULT_OUTBOX_LEASE = 30_000
 /** The oldest pending record's age past which the outbox reports DEGRADED (5 min). */
 export const DEFAULT_OUTBOX_LAG_THRESHOLD = 300_000
+/**
+ * How long a record whose publish failed is held back before it is offered again, the first
+ * time (5 s); it doubles with each failure up to {@link DEFAULT_OUTBOX_MAX_RETRY_DELAY}. With
+ * the default 10 attempts a record that keeps failing is retired after about 30 minutes
+ * (5 + 10 + 20 + … + 600 + 600 s), longer than a rolling deploy that brings its exchange.
+ */
+export const DEFAULT_OUTBOX_RETRY_DELAY = 5_000
+/** The longest a failed record is held back between two attempts (10 min). */
+export const DEFAULT_OUTBOX_MAX_RETRY_DELAY = 600_000
+
+/** Tries of one `markPublished` before the round gives up on it (the records' lease runs out). */
+const MARK_TRIES = 5
+/** The wait before the second try of a mark; it doubles (0.1 + 0.2 + 0.4 + 0.8 s at most). */
+const MARK_RETRY_DELAY_MS = 100
 
 /**
  * Options of `mq.outbox(store, options)`.
@@ -38,6 +60,13 @@ export interface OutboxRelayOptions {
   readonly name?: string
   /** Failed publishes before a record is retired (default: the store's `maxAttempts`, 10). */
   readonly maxAttempts?: number
+  /**
+   * How long a record whose publish failed waits before it is offered again, the first time
+   * (default 5 s); doubled with each further failure, up to `maxRetryDelay`. `0`: at once.
+   */
+  readonly retryDelay?: Duration
+  /** The longest wait between two attempts of one record (default 10 min). */
+  readonly maxRetryDelay?: Duration
 }
 
 /** What a relay needs from its connection. Internal to core. */
@@ -51,6 +80,13 @@ export interface OutboxRelayHost {
   reportError(error: unknown, context: string): void
   relayStarted(relay: OutboxRelay): void
   relayStopped(relay: OutboxRelay): void
+}
+
+/** What publishing one batch did. */
+interface RelayedBatch {
+  readonly confirmed: readonly StoredOutboxRecord[]
+  /** The connection could not publish some: they were handed back. */
+  readonly stalled: boolean
 }
 
 /** What a run of rounds did. */
@@ -88,6 +124,9 @@ export class OutboxRelay {
   readonly #leaseMs: number
   readonly #lagThresholdMs: number
   readonly #maxAttempts: number | undefined
+  readonly #retryDelayMs: number
+  readonly #maxRetryDelayMs: number
+  readonly #leases: LeaseKeeper
   #published = 0
   #failed = 0
   #loop: Promise<void> | undefined
@@ -138,6 +177,19 @@ export class OutboxRelay {
       )
     }
     this.#maxAttempts = options.maxAttempts
+    this.#retryDelayMs = toMillis(
+      options.retryDelay ?? DEFAULT_OUTBOX_RETRY_DELAY,
+      'outbox(options.retryDelay)',
+    )
+    this.#maxRetryDelayMs = toMillis(
+      options.maxRetryDelay ?? DEFAULT_OUTBOX_MAX_RETRY_DELAY,
+      'outbox(options.maxRetryDelay)',
+    )
+    if (this.#maxRetryDelayMs < this.#retryDelayMs) {
+      throw new ConfigurationError(
+        `outbox(options.maxRetryDelay) must be at least retryDelay (${this.#retryDelayMs} ms); got ${this.#maxRetryDelayMs} ms`,
+      )
+    }
     const name = options.name ?? 'outbox'
     if (typeof name !== 'string' || name === '') {
       throw new ConfigurationError(`outbox(options.name) must be a non-empty string`)
@@ -146,6 +198,19 @@ export class OutboxRelay {
     this.store = store
     this.name = name
     this.#batch = batch
+    this.#leases = new LeaseKeeper(store, this.#leaseMs, (error, context) =>
+      host.reportError(error, context),
+    )
+  }
+
+  /** How long a record is held back after its first failed publish, ms. */
+  get retryDelayMs(): number {
+    return this.#retryDelayMs
+  }
+
+  /** The longest a record is held back between two attempts, ms. */
+  get maxRetryDelayMs(): number {
+    return this.#maxRetryDelayMs
   }
 
   /** Records this relay published (confirmed by the broker). */
@@ -255,88 +320,193 @@ export class OutboxRelay {
    * Rounds back to back while batches come back full and `more()` says so, pipelined: the next
    * batch is claimed while this one is published, and this one is marked while the next is
    * published, so the database and the broker work at the same time. A record is still marked
-   * only after its own confirm; a batch claimed but never published is handed back.
+   * only after its own confirm; a batch claimed but never published is handed back. A mark is
+   * tried a few times; one that still fails ends the rounds — after the batch published
+   * meanwhile has been marked too, so one failed mark costs one batch published again, never
+   * two.
    */
   async #rounds(more: () => boolean): Promise<Rounds> {
     let published = 0
+    let stalled = false
     let marking: Promise<void> | undefined
-    let claiming: Promise<readonly StoredOutboxRecord[]> | undefined = this.#claim()
+    let markFailure: { readonly error: unknown } | undefined
+    let claiming: Promise<KeptLease> | undefined = this.#claim()
     try {
       while (claiming !== undefined) {
-        const records = await claiming
+        const next: Promise<KeptLease> = claiming
         claiming = undefined
-        if (records.length === 0) break
-        if (records.length >= this.#batch && more()) claiming = this.#claim()
-        const round = await this.#relayBatch(records)
+        const claimed = await next
+        if (claimed.records.length === 0) {
+          claimed.stop()
+          break
+        }
+        if (claimed.records.length >= this.#batch && more()) claiming = this.#claim()
+        let round: RelayedBatch
+        try {
+          round = await this.#relayBatch(claimed.records)
+        } finally {
+          claimed.stop()
+        }
         published += round.confirmed.length
         // One mark at a time: the previous one has to be done before this one starts.
         if (marking !== undefined) await marking
-        marking = this.#markPublished(round.confirmed)
-        marking.catch(() => undefined)
-        if (round.stalled) return { published, stalled: true }
+        marking = this.#markPublished(round.confirmed).catch((error: unknown) => {
+          markFailure ??= { error }
+        })
+        if (round.stalled) {
+          stalled = true
+          break
+        }
+        if (markFailure !== undefined) break
       }
-      return { published, stalled: false }
     } finally {
-      try {
-        if (marking !== undefined) await marking
-      } finally {
-        if (claiming !== undefined) await this.#handBack(claiming)
-      }
+      if (marking !== undefined) await marking
+      if (claiming !== undefined) await this.#handBack(claiming)
     }
+    if (markFailure !== undefined) throw markFailure.error
+    return { published, stalled }
   }
 
-  #claim(): Promise<readonly StoredOutboxRecord[]> {
-    const claiming = this.store.claimBatch(this.#batch, this.#leaseMs)
+  #claim(): Promise<KeptLease> {
+    const claiming = this.store
+      .claimBatch(this.#batch, this.#leaseMs)
+      .then((records) => this.#leases.keep(records))
     // Awaited later, or handed back: never an unhandled rejection meanwhile.
     claiming.catch(() => undefined)
     return claiming
   }
 
-  async #handBack(claiming: Promise<readonly StoredOutboxRecord[]>): Promise<void> {
+  /** A batch claimed ahead that will not be published now: its records go back at once. */
+  async #handBack(claiming: Promise<KeptLease>): Promise<void> {
+    let claimed: KeptLease
     try {
-      const records = await claiming
-      if (records.length > 0) await this.store.release(records.map((record) => record.id))
+      claimed = await claiming
+    } catch (error) {
+      this.#host.reportError(error, 'the outbox relay could not claim its next batch')
+      return
+    }
+    claimed.stop()
+    if (claimed.records.length === 0) return
+    try {
+      await this.#release(claimed.records)
     } catch (error) {
       // Their lease runs out on its own.
-      this.#host.reportError(error, 'the outbox relay could not hand back a batch it claimed')
+      this.#host.reportError(
+        error,
+        'the outbox relay could not hand back a batch it claimed; its lease runs out on its own',
+      )
     }
   }
 
-  /** Marks the confirmed records published: only after their confirms. */
+  #release(records: readonly StoredOutboxRecord[]): Promise<void> {
+    const ids = records.map((record) => record.id)
+    const lease = records[0]?.lease
+    return lease === undefined ? this.store.release(ids) : this.store.release(ids, lease)
+  }
+
+  /**
+   * Marks the confirmed records published: only after their confirms. A failed mark is tried
+   * again (at most {@link MARK_TRIES} times, backing off), since records left unmarked are
+   * published again once their lease runs out.
+   */
   async #markPublished(confirmed: readonly StoredOutboxRecord[]): Promise<void> {
     if (confirmed.length === 0) return
-    await this.store.markPublished(confirmed.map((record) => record.id))
+    const ids = confirmed.map((record) => record.id)
+    for (let tried = 1; ; tried++) {
+      try {
+        await this.store.markPublished(ids)
+        break
+      } catch (error) {
+        if (tried >= MARK_TRIES) throw error
+        this.#host.reportError(
+          error,
+          `the outbox relay could not mark ${ids.length} published records (try ${tried} of ${MARK_TRIES}); it tries again`,
+        )
+        await sleep(MARK_RETRY_DELAY_MS * 2 ** (tried - 1))
+      }
+    }
     this.#published += confirmed.length
     const now = Date.now()
     for (const record of confirmed) this.#report(record, 'published', now)
   }
 
-  /** Publishes a batch; counts the refused ones and hands back what the connection failed. */
-  async #relayBatch(records: readonly StoredOutboxRecord[]): Promise<{
-    readonly confirmed: readonly StoredOutboxRecord[]
-    readonly stalled: boolean
-  }> {
+  /**
+   * Publishes a batch; charges the records the broker refused and hands back what the
+   * connection failed. A publish that failed without blaming its record (the channel closed
+   * under it — a publish to a deleted exchange closes the channel for every publish in flight
+   * on it — or a nack) is published once more, on the fresh channel, before anything is
+   * charged: so only the record at fault pays.
+   */
+  async #relayBatch(records: readonly StoredOutboxRecord[]): Promise<RelayedBatch> {
     const transport = this.#host.transport
-    const results = await Promise.allSettled(records.map((record) => this.#publish(record)))
     const confirmed: StoredOutboxRecord[] = []
     const refused: { record: StoredOutboxRecord; error: unknown }[] = []
-    const handBack: string[] = []
-    results.forEach((result, i) => {
-      const record = records[i] as StoredOutboxRecord
-      if (result.status === 'fulfilled') confirmed.push(record)
-      else if (isConnectionTrouble(result.reason, transport)) {
-        handBack.push(record.id)
-        this.#lastError = describeError(result.reason)
-      } else refused.push({ record, error: result.reason })
-    })
-    for (const { record, error } of refused) {
-      await this.store.markFailed(record.id, describeError(error), this.#maxAttempts)
-      this.#failed++
-      this.#report(record, 'failed', Date.now())
-      this.#lastError = describeError(error)
+    const handBack: StoredOutboxRecord[] = []
+    let unsure: { record: StoredOutboxRecord; error: unknown }[] = []
+    for (const pass of [1, 2]) {
+      const batch = pass === 1 ? records : unsure.map((entry) => entry.record)
+      if (batch.length === 0) break
+      unsure = []
+      const results = await Promise.allSettled(batch.map((record) => this.#publish(record)))
+      results.forEach((result, i) => {
+        const record = batch[i] as StoredOutboxRecord
+        if (result.status === 'fulfilled') confirmed.push(record)
+        else if (isConnectionTrouble(result.reason, transport)) {
+          handBack.push(record)
+          this.#lastError = describeError(result.reason)
+        } else if (pass === 1 && !blamesRecord(result.reason)) {
+          unsure.push({ record, error: result.reason })
+        } else refused.push({ record, error: result.reason })
+      })
     }
-    if (handBack.length > 0) await this.store.release(handBack)
+    for (const { record, error } of refused) await this.#charge(record, error)
+    if (handBack.length > 0) await this.#release(handBack)
     return { confirmed, stalled: handBack.length > 0 }
+  }
+
+  /** Charges a failed publish to its record, holds it back, and says so. */
+  async #charge(record: StoredOutboxRecord, error: unknown): Promise<void> {
+    const attempt = record.attempts + 1
+    const retryInMs = Math.min(
+      this.#maxRetryDelayMs,
+      this.#retryDelayMs * 2 ** Math.min(record.attempts, 40),
+    )
+    const options = {
+      retryInMs,
+      ...(this.#maxAttempts === undefined ? {} : { maxAttempts: this.#maxAttempts }),
+      ...(record.lease === undefined ? {} : { lease: record.lease }),
+    }
+    const outcome: OutboxFailure = await this.store.markFailed(
+      record.id,
+      describeError(error),
+      options,
+    )
+    this.#lastError = describeError(error)
+    if (outcome === 'lapsed') {
+      this.#host.reportError(
+        error,
+        `the outbox relay could not publish outbox record '${record.id}', but its lease had lapsed and another relay holds it: nothing was charged`,
+      )
+      return
+    }
+    this.#failed++
+    this.#report(record, 'failed', Date.now())
+    const limit = this.#maxAttempts ?? storeMaxAttempts(this.store)
+    if (outcome === 'retired') {
+      // Always said, one report per record (never folded into another's).
+      this.#host.reportError(
+        new AceMqError(
+          `outbox record '${record.id}' was retired after ${attempt} failed publishes (exchange '${record.exchange}', routing key '${record.routingKey}') and is offered no more until it is re-offered (store.reoffer() or \`acemq outbox reoffer\`): ${describeError(error)}`,
+          { code: errorCodeOf(error) ?? ErrorCodes.ERROR, cause: error },
+        ),
+        'the outbox relay retired a record',
+      )
+      return
+    }
+    this.#host.reportError(
+      error,
+      `the outbox relay could not publish outbox record '${record.id}' (failed attempt ${attempt}${limit === undefined ? '' : ` of ${limit}`}); it is offered again in ${seconds(retryInMs)}`,
+    )
   }
 
   #publish(record: StoredOutboxRecord): Promise<void> {
@@ -413,19 +583,4 @@ export class OutboxRelay {
       },
     }
   }
-}
-
-/** A failure of the connection, not of the record: it is handed back without counting. */
-function isConnectionTrouble(error: unknown, transport: Transport): boolean {
-  const code = errorCodeOf(error)
-  if (
-    code === ErrorCodes.CONNECTION_BLOCKED ||
-    code === ErrorCodes.PUBLISHING_PAUSED ||
-    code === ErrorCodes.CLOSED
-  ) {
-    return true
-  }
-  if (error instanceof Error && error.name === 'AbortError') return true
-  const state = transport.state
-  return !state.open || state.closed
 }

@@ -26,6 +26,12 @@ export interface StoredOutboxRecord {
   readonly attempts: number
   /** Why the last publish failed, if one did. */
   readonly lastError: string | undefined
+  /**
+   * The lease token of the claim that handed the record out (every record of one claim shares
+   * it): `renew`, `release` and `markFailed` act only while the record is still leased under
+   * it. Absent on records not handed out by a claim (`retired()`).
+   */
+  readonly lease?: string | undefined
 }
 
 /** A record that failed `maxAttempts` times: kept, listed, never offered again. */
@@ -46,8 +52,29 @@ export interface OutboxStats {
   readonly now: number
 }
 
-/** What {@link OutboxStore.markFailed} did with the record. */
-export type OutboxFailure = 'pending' | 'retired'
+/**
+ * What {@link OutboxStore.markFailed} did with the record: `pending` (offered again once its
+ * back-off has passed), `retired`, or `lapsed` — the caller's lease had run out and another
+ * relay had claimed the record (or it was published or retired meanwhile): nothing changed.
+ */
+export type OutboxFailure = 'pending' | 'retired' | 'lapsed'
+
+/**
+ * What a failed publish is charged with, for {@link OutboxStore.markFailed}.
+ *
+ * @example
+ * ```ts
+ * await store.markFailed(record.id, 'NOT_FOUND', { lease: record.lease, retryInMs: 5_000 })
+ * ```
+ */
+export interface OutboxFailOptions {
+  /** Failures at which the record is retired (default: the store's own `maxAttempts`). */
+  readonly maxAttempts?: number
+  /** The claim's lease token: the failure counts only while the record is still leased under it. */
+  readonly lease?: string | undefined
+  /** How long the record is held back before it is offered again, ms (default 0). */
+  readonly retryInMs?: number
+}
 
 /**
  * Where the transactional outbox keeps its records, as the relay sees it. Each store also
@@ -56,15 +83,20 @@ export type OutboxFailure = 'pending' | 'retired'
  * business rows do.
  *
  * - `claimBatch` leases up to `batch` pending records for `leaseMs` with a conditional
- *   update: a record leased by one relay is not offered to another until its lease runs out
- *   (or it is released or marked), so two relays never publish one record at once. Oldest
- *   first.
- * - `markPublished` records the broker's confirm: the record is never offered again.
- * - `markFailed` counts a failed publish with its reason and ends the lease; at `maxAttempts`
- *   failures (the argument, else the store's own) the record is retired (kept, listed by
- *   `retired`, never offered).
+ *   update under a new lease token (each record's `lease`): a record leased by one relay is
+ *   not offered to another until its lease runs out (or it is released or marked), so two
+ *   relays never publish one record at once. Oldest first; a record held back after a failure
+ *   is not offered before its time.
+ * - `renew` extends the lease of the records still leased under the token, and says how many.
+ * - `markPublished` records the broker's confirm: the record is never offered again. It is a
+ *   fact, so it is recorded whoever holds the lease now.
+ * - `markFailed` counts a failed publish with its reason, ends the lease and holds the record
+ *   back `retryInMs`; at `maxAttempts` failures (the option, else the store's own) the record
+ *   is retired (kept, listed by `retired`, never offered). Given a lease token, it acts only
+ *   while the record is leased under it (a holder whose lease lapsed changes nothing).
  * - `release` ends the lease without counting a failure (the connection was down: the
- *   record was not at fault).
+ *   record was not at fault); given a lease token, only while the record is leased under it.
+ * - `reoffer` puts retired records back: pending, with no attempts counted, offered at once.
  *
  * @example
  * ```ts
@@ -73,11 +105,19 @@ export type OutboxFailure = 'pending' | 'retired'
  */
 export interface OutboxStore {
   claimBatch(batch: number, leaseMs: number): Promise<readonly StoredOutboxRecord[]>
+  renew(ids: string | readonly string[], lease: string, leaseMs: number): Promise<number>
   markPublished(ids: string | readonly string[]): Promise<void>
-  markFailed(id: string, reason: string, maxAttempts?: number): Promise<OutboxFailure>
-  release(ids: string | readonly string[]): Promise<void>
+  /** The third argument may also be `maxAttempts` alone, as before `OutboxFailOptions`. */
+  markFailed(
+    id: string,
+    reason: string,
+    options?: number | OutboxFailOptions,
+  ): Promise<OutboxFailure>
+  release(ids: string | readonly string[], lease?: string | undefined): Promise<void>
   pendingCount(): Promise<number>
   retired(limit?: number): Promise<readonly RetiredOutboxRecord[]>
+  /** Puts the retired records named (all of them when none is named) back; says how many. */
+  reoffer(ids?: string | readonly string[]): Promise<number>
   stats(): Promise<OutboxStats>
 }
 
@@ -121,6 +161,125 @@ export function outboxMaxAttempts(given: unknown, own: number): number {
     )
   }
   return given
+}
+
+/**
+ * A `markFailed` call's third argument, checked, with the store's `maxAttempts` filled in. For
+ * store authors.
+ *
+ * @example
+ * ```ts
+ * const { maxAttempts, lease, retryInMs } = outboxFailOptions(options, this.maxAttempts)
+ * ```
+ */
+export function outboxFailOptions(
+  options: unknown,
+  own: number,
+): {
+  readonly maxAttempts: number
+  readonly lease: string | undefined
+  readonly retryInMs: number
+} {
+  if (options === undefined || typeof options === 'number') {
+    return { maxAttempts: outboxMaxAttempts(options, own), lease: undefined, retryInMs: 0 }
+  }
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigurationError(
+      `markFailed(options) must be { maxAttempts?, lease?, retryInMs? } or a number; got ${String(options)}`,
+    )
+  }
+  const { maxAttempts, lease, retryInMs } = options as OutboxFailOptions
+  if (lease !== undefined) outboxLease(lease, 'markFailed(options.lease)')
+  const delay = retryInMs ?? 0
+  if (typeof delay !== 'number' || !Number.isSafeInteger(delay) || delay < 0) {
+    throw new ConfigurationError(
+      `markFailed(options.retryInMs) must be a whole number of milliseconds, 0 or more; got ${String(delay)}`,
+    )
+  }
+  return { maxAttempts: outboxMaxAttempts(maxAttempts, own), lease, retryInMs: delay }
+}
+
+/**
+ * Checks a lease token (`renew`, `release`, `markFailed`). For store authors.
+ *
+ * @example
+ * ```ts
+ * outboxLease(lease, 'renew(lease)')
+ * ```
+ */
+export function outboxLease(lease: unknown, argument: string): string {
+  if (typeof lease !== 'string' || lease === '' || lease.length > 64) {
+    throw new ConfigurationError(
+      `${argument} must be the lease token of a claim (a record's lease); got ${JSON.stringify(lease)}`,
+    )
+  }
+  return lease
+}
+
+/**
+ * Whether a database error says the table (or its schema) does not exist: Postgres `42P01` and
+ * `3F000`, MySQL / MariaDB 1146 and 1049, SQLite's `no such table`. For store authors.
+ *
+ * @example
+ * ```ts
+ * if (isMissingTableError(error)) throw outboxTableMissing(table, error)
+ * ```
+ */
+export function isMissingTableError(error: unknown): boolean {
+  const { code, errno, message } = (error ?? {}) as {
+    code?: unknown
+    errno?: unknown
+    message?: unknown
+  }
+  return (
+    code === '42P01' ||
+    code === '3F000' ||
+    code === 'ER_NO_SUCH_TABLE' ||
+    errno === 1146 ||
+    code === 'ER_BAD_DB_ERROR' ||
+    errno === 1049 ||
+    (typeof message === 'string' && /no such table/i.test(message))
+  )
+}
+
+/**
+ * A database error as an outbox store reports it: a missing table as
+ * `ACEMQ_STORE_TABLE_MISSING` with the way to create it, anything else as it is. For store
+ * authors.
+ *
+ * @example
+ * ```ts
+ * try { ... } catch (error) { throw outboxTableTrouble(error, this.table) }
+ * ```
+ */
+export function outboxTableTrouble(error: unknown, table: string): unknown {
+  if (!isMissingTableError(error)) return error
+  return new AceMqError(
+    `the outbox table ${table} does not exist: create it in a migration, with outboxMigration() or store.createTableSql()`,
+    { code: ErrorCodes.STORE_TABLE_MISSING, cause: error },
+  )
+}
+
+/**
+ * Checks `renew`'s arguments and returns the ids. For store authors.
+ *
+ * @example
+ * ```ts
+ * const list = assertRenew(ids, lease, leaseMs)
+ * ```
+ */
+export function assertRenew(
+  ids: string | readonly string[],
+  lease: unknown,
+  leaseMs: unknown,
+): readonly string[] {
+  outboxLease(lease, 'renew(lease)')
+  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs) || leaseMs < 1) {
+    throw new ConfigurationError(
+      `renew(leaseMs) must be a whole number of milliseconds above 0; got ${String(leaseMs)}`,
+    )
+  }
+  return outboxIds(ids)
 }
 
 /**
@@ -185,6 +344,7 @@ export interface OutboxRow {
   readonly attempts: unknown
   readonly last_error: unknown
   readonly retired_at?: unknown
+  readonly lease_owner?: unknown
 }
 
 /**
@@ -199,7 +359,10 @@ export interface OutboxRow {
 export function outboxRecordFromRow(row: OutboxRow): StoredOutboxRecord {
   const lastError =
     row.last_error === null || row.last_error === undefined ? undefined : text(row.last_error)
+  const lease =
+    row.lease_owner === null || row.lease_owner === undefined ? undefined : text(row.lease_owner)
   return Object.freeze({
+    ...(lease === undefined ? {} : { lease }),
     id: text(row.id),
     exchange: text(row.exchange),
     routingKey: text(row.routing_key),
@@ -223,7 +386,7 @@ export function outboxRecordFromRow(row: OutboxRow): StoredOutboxRecord {
  */
 export function retiredOutboxRecordFromRow(row: OutboxRow): RetiredOutboxRecord {
   return Object.freeze({
-    ...outboxRecordFromRow(row),
+    ...outboxRecordFromRow({ ...row, lease_owner: undefined }),
     retiredAt: integer(row.retired_at, 'retired_at'),
   })
 }

@@ -1,4 +1,5 @@
 import { parseTableName } from '../idempotency/store-validation.js'
+import { ConfigurationError } from '../errors.js'
 
 /**
  * The SQL dialects the shipped stores write: Postgres, SQLite, and MySQL 8 / MariaDB.
@@ -129,5 +130,80 @@ export function outboxTableStatements(table: string, dialect: SqlDialect): strin
         ].join('\n'),
       ]
     }
+  }
+}
+
+/** One SQL statement with its parameters, in the placeholders of its dialect. */
+export interface OutboxStatement {
+  readonly sql: string
+  readonly parameters: readonly unknown[]
+}
+
+/** The table's name quoted for `dialect`, schema included. */
+function quotedTable(table: string, dialect: SqlDialect): string {
+  const [schema, name] = parseTableName(table)
+  const quote = dialect === 'mysql' ? '`' : '"'
+  const q = (identifier: string): string => `${quote}${identifier}${quote}`
+  return schema === undefined ? q(name) : `${q(schema)}.${q(name)}`
+}
+
+/** The `n`th placeholder (1-based) of `dialect`: `$n` on Postgres, `?` elsewhere. */
+function placeholder(dialect: SqlDialect, n: number): string {
+  return dialect === 'postgres' ? `$${n}` : '?'
+}
+
+/**
+ * The statement that lists retired records, newest retirement first: the columns
+ * `outboxRecordFromRow` / `retiredOutboxRecordFromRow` read. For tools that reach the table
+ * through a driver of their own (the `acemq outbox retired` command).
+ *
+ * @example
+ * ```ts
+ * const { sql, parameters } = outboxRetiredStatement('acemq_outbox', 'postgres', 100)
+ * ```
+ */
+export function outboxRetiredStatement(
+  table: string,
+  dialect: SqlDialect,
+  limit: number,
+): OutboxStatement {
+  if (!Number.isSafeInteger(limit) || limit < 1) {
+    throw new ConfigurationError(`limit must be a whole number of at least 1; got ${String(limit)}`)
+  }
+  return {
+    sql: `select id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, retired_at from ${quotedTable(table, dialect)} where ${RETIRED} order by retired_at desc, id limit ${limit}`,
+    parameters: [],
+  }
+}
+
+/**
+ * The statement that puts retired records back — the ones named, or all of them: pending, no
+ * attempts counted, offered at once (what a store's `reoffer` does). Its affected-row count is
+ * how many it re-offered. For tools that reach the table through a driver of their own (the
+ * `acemq outbox reoffer` command).
+ *
+ * @example
+ * ```ts
+ * const { sql, parameters } = outboxReofferStatement('acemq_outbox', 'sqlite', ['order-1'])
+ * ```
+ */
+export function outboxReofferStatement(
+  table: string,
+  dialect: SqlDialect,
+  ids?: readonly string[],
+): OutboxStatement {
+  if (
+    ids !== undefined &&
+    (ids.length === 0 || ids.some((id) => typeof id !== 'string' || id === ''))
+  ) {
+    throw new ConfigurationError(`ids must be record ids, at least one; got ${JSON.stringify(ids)}`)
+  }
+  const only =
+    ids === undefined
+      ? ''
+      : ` and id in (${ids.map((_, i) => placeholder(dialect, i + 1)).join(', ')})`
+  return {
+    sql: `update ${quotedTable(table, dialect)} set retired_at = null, attempts = 0, lease_owner = null, leased_until = null where ${RETIRED}${only}`,
+    parameters: ids ?? [],
   }
 }

@@ -8,9 +8,8 @@ import {
   readEnvelope,
   type Instrumentation,
   type OutboxRelayInfo,
-  type OutboxStore,
 } from '../../src/index.js'
-import { eventually } from '@acemq/testing'
+import { eventually, outboxStoreReplacing } from '@acemq/testing'
 
 describe('the outbox relay on the in-memory transport', () => {
   let transport: InMemoryTransport
@@ -64,7 +63,7 @@ describe('the outbox relay on the in-memory transport', () => {
   it('publishes mandatory: a record no queue takes is marked failed with the reason, then retired after maxAttempts', async () => {
     const store = new InMemoryOutboxStore({ maxAttempts: 2 })
     await store.add(OutboxRecord.of('', 'nobody.listens', { id: 'lost?' }, { id: 'r-1' }))
-    const relay = mq.outbox(store)
+    const relay = mq.outbox(store, { retryDelay: 0 })
 
     expect(await relay.drainOnce()).toBe(0)
     expect(relay.failed).toBe(1)
@@ -164,19 +163,13 @@ describe('the outbox relay on the in-memory transport', () => {
     const gate = new Promise<void>((resolve) => (openGate = resolve))
     let marking = false
     // The in-memory store, with a mark that waits at a gate.
-    const store: OutboxStore = {
-      claimBatch: (batch, lease) => inner.claimBatch(batch, lease),
+    const store = outboxStoreReplacing(inner, {
       markPublished: async (ids) => {
         marking = true
         await gate
         await inner.markPublished(ids)
       },
-      markFailed: (id, reason, max) => inner.markFailed(id, reason, max),
-      release: (ids) => inner.release(ids),
-      pendingCount: () => inner.pendingCount(),
-      retired: (limit) => inner.retired(limit),
-      stats: () => inner.stats(),
-    }
+    })
     await inner.add(OutboxRecord.of('', 'orders.placed', { id: 'o-9' }, { id: 'r-9' }))
     mq.outbox(store, { poll: 10 }).start()
     await eventually(() => marking, 5_000, 'the relay marking')

@@ -144,6 +144,23 @@ export function kyselyOutboxSuite(database: OutboxDatabase): void {
       }
     })
 
+    it('reports a missing outbox table as ACEMQ_STORE_TABLE_MISSING, with the way to create it', async () => {
+      const db = database.open()
+      try {
+        const store = new KyselyOutboxStore(db, { table: uniqueTable('acemq_outbox_never_made') })
+        const missing = { code: 'ACEMQ_STORE_TABLE_MISSING', message: /outboxMigration\(\)/ }
+        await expect(store.claimBatch(10, 30_000)).rejects.toMatchObject(missing)
+        await expect(store.stats()).rejects.toMatchObject(missing)
+        await expect(store.verify()).rejects.toMatchObject(missing)
+        await expect(store.retired()).rejects.toMatchObject(missing)
+        await expect(
+          db.transaction().execute((trx) => store.add(trx, OutboxRecord.of('', 'q', {}))),
+        ).rejects.toMatchObject(missing)
+      } finally {
+        await db.destroy()
+      }
+    })
+
     it(`writes ${database.dialect} DDL for a schema-qualified table and refuses names that need quoting`, () => {
       expect(createOutboxTableSql({ dialect: database.dialect, table: 'app.outbox' })).toContain(
         database.dialect === 'mysql' ? '`app`.`outbox`' : '"outbox"',

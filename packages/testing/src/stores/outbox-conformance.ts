@@ -199,6 +199,119 @@ export function outboxStoreConformance(name: string, factory: OutboxConformanceF
       expect(again?.attempts).toBe(0)
     })
 
+    it('hands each claimed record out under its claim’s lease token', async () => {
+      await fixture.add(record('token-a'))
+      await fixture.add(record('token-b'))
+      const claimed = await store.claimBatch(10, LEASE)
+      expect(claimed).toHaveLength(2)
+      expect(typeof claimed[0]?.lease).toBe('string')
+      expect(claimed[1]?.lease).toBe(claimed[0]?.lease)
+      await fixture.add(record('token-c'))
+      const [next] = await store.claimBatch(10, LEASE)
+      expect(next?.lease).not.toBe(claimed[0]?.lease)
+    })
+
+    it('renews the lease of a batch still in flight, so a second relay gets nothing past the first lease', async () => {
+      const r = record('renewed')
+      await fixture.add(r)
+      const [claimed] = await store.claimBatch(10, LEASE)
+      const other = await fixture.second()
+      advance(LEASE - 1_000)
+      expect(await store.renew([r.id], claimed?.lease ?? '', LEASE)).toBe(1)
+      advance(2_000)
+      expect(await other.claimBatch(10, LEASE)).toEqual([])
+      advance(LEASE)
+      expect((await other.claimBatch(10, LEASE)).map((x) => x.id)).toEqual([r.id])
+    })
+
+    it('lets a holder whose lease lapsed renew nothing, release nothing and charge nothing', async () => {
+      const r = record('lapsed')
+      await fixture.add(r)
+      const [first] = await store.claimBatch(10, LEASE)
+      advance(LEASE + 1)
+      const second = await fixture.second()
+      const [taken] = await second.claimBatch(10, LEASE)
+      expect(taken?.id).toBe(r.id)
+      expect(taken?.lease).not.toBe(first?.lease)
+      const late = first?.lease ?? ''
+      expect(await store.renew(r.id, late, LEASE)).toBe(0)
+      await store.release(r.id, late)
+      expect(await store.markFailed(r.id, 'late failure', { lease: late })).toBe('lapsed')
+      // The second relay still holds it: a third gets nothing, and no attempt was charged.
+      const third = await fixture.second()
+      expect(await third.claimBatch(10, LEASE)).toEqual([])
+      expect(await second.renew(r.id, taken?.lease ?? '', LEASE)).toBe(1)
+      await second.release(r.id, taken?.lease)
+      const [again] = await third.claimBatch(10, LEASE)
+      expect(again?.attempts).toBe(0)
+      expect(again?.lastError).toBeUndefined()
+    })
+
+    it('records a confirm from a holder whose lease lapsed: the record was published', async () => {
+      const r = record('confirmed-late')
+      await fixture.add(r)
+      await store.claimBatch(10, LEASE)
+      advance(LEASE + 1)
+      const second = await fixture.second()
+      expect((await second.claimBatch(10, LEASE)).map((x) => x.id)).toEqual([r.id])
+      await store.markPublished(r.id)
+      expect(await store.pendingCount()).toBe(0)
+      advance(LEASE * 3)
+      expect(await second.claimBatch(10, LEASE)).toEqual([])
+    })
+
+    it('holds a failed record back for the back-off markFailed is given, then offers it again', async () => {
+      const r = record('backed-off')
+      await fixture.add(r)
+      const [claimed] = await store.claimBatch(10, LEASE)
+      expect(
+        await store.markFailed(r.id, 'NOT_FOUND', { lease: claimed?.lease, retryInMs: 60_000 }),
+      ).toBe('pending')
+      expect(await store.claimBatch(10, LEASE)).toEqual([])
+      advance(59_999)
+      expect(await (await fixture.second()).claimBatch(10, LEASE)).toEqual([])
+      advance(2)
+      const [again] = await store.claimBatch(10, LEASE)
+      expect(again?.id).toBe(r.id)
+      expect(again?.attempts).toBe(1)
+      expect(await store.pendingCount()).toBe(1)
+    })
+
+    it('offers retired records again when re-offered: the ones named, or all, with no attempts counted', async () => {
+      const a = record('retired-a')
+      const b = record('retired-b')
+      const c = record('retired-c')
+      for (const r of [a, b, c]) {
+        await fixture.add(r)
+        advance(1)
+      }
+      for (const r of [a, b, c]) {
+        await store.claimBatch(1, LEASE)
+        expect(await store.markFailed(r.id, 'gone', { maxAttempts: 1 })).toBe('retired')
+      }
+      expect((await store.retired()).map((x) => x.id).sort()).toEqual([a.id, b.id, c.id].sort())
+      expect(await store.reoffer([b.id, 'no-such-record'])).toBe(1)
+      const [back] = await store.claimBatch(10, LEASE)
+      expect(back?.id).toBe(b.id)
+      expect(back?.attempts).toBe(0)
+      expect(back?.lastError).toBe('gone')
+      expect((await store.retired()).map((x) => x.id).sort()).toEqual([a.id, c.id].sort())
+      expect(await store.reoffer()).toBe(2)
+      expect(await store.reoffer()).toBe(0)
+      expect((await store.claimBatch(10, LEASE)).map((x) => x.id)).toEqual([a.id, c.id])
+      expect(await store.stats()).toMatchObject({ pending: 3, retired: 0 })
+    })
+
+    it('refuses a lease token or back-off that makes no sense', async () => {
+      await expect(store.renew('x', '', LEASE)).rejects.toThrow(/lease/)
+      await expect(store.renew('x', 'token', 0)).rejects.toThrow(/leaseMs/)
+      await fixture.add(record('checked'))
+      const [r] = await store.claimBatch(10, LEASE)
+      await expect(
+        store.markFailed(r?.id ?? '', 'x', { lease: r?.lease, retryInMs: -1 }),
+      ).rejects.toThrow(/retryInMs/)
+    })
+
     it('tells the pending count, the retired count and when the oldest pending record was added', async () => {
       expect(await store.stats()).toMatchObject({
         pending: 0,

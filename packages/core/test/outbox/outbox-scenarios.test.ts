@@ -1,0 +1,7 @@
+import { inMemoryTarget, outboxScenarios } from '@acemq/testing'
+import { InMemoryTransport } from '../../src/index.js'
+
+outboxScenarios(
+  'InMemoryTransport',
+  inMemoryTarget(() => new InMemoryTransport()),
+)

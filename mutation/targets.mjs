@@ -77,7 +77,7 @@ export const TARGETS = [
   {
     name: 'core-envelope',
     floor: 85,
-    mutate: ['packages/core/src/envelope/**/*.ts'],
+    mutate: ['packages/core/src/envelope/**/*.ts', 'packages/core/src/headers/**/*.ts'],
     testFiles: ['packages/core/test/envelope/*.test.ts'],
   },
   {

@@ -61,7 +61,10 @@ export {
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from './outbox/outbox-store.js'
-export { outboxTableStatements, type SqlDialect } from './outbox/outbox-table-sql.js'
+export { outboxTableStatements } from './outbox/outbox-table-sql.js'
+
+// SQL stores and tools: the dialects, one checked option, and a migration script of statements.
+export { SQL_DIALECTS, sqlDialect, sqlScript, type SqlDialect } from './sql/sql-dialect.js'
 
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'

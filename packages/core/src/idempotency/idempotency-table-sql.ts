@@ -1,4 +1,4 @@
-import type { SqlDialect } from '../outbox/outbox-table-sql.js'
+import type { SqlDialect } from '../sql/sql-dialect.js'
 import { parseTableName } from './store-validation.js'
 
 const INDEX_SUFFIX = '_claimed_at_idx'

@@ -1,14 +1,5 @@
 import { parseTableName } from '../idempotency/store-validation.js'
-
-/**
- * The SQL dialects the shipped stores write: Postgres, SQLite, and MySQL 8 / MariaDB.
- *
- * @example
- * ```ts
- * const dialect: SqlDialect = 'postgres'
- * ```
- */
-export type SqlDialect = 'postgres' | 'sqlite' | 'mysql'
+import type { SqlDialect } from '../sql/sql-dialect.js'
 
 const PENDING_SUFFIX = '_pending_idx'
 const RETIRED_SUFFIX = '_retired_idx'

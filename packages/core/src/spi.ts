@@ -23,11 +23,22 @@ export { abortError } from './errors.js'
 export {
   healthAnswer,
   httpStatusOf,
-  redactCredentials,
   worstStatus,
   type HealthAnswer,
   type HealthErrorJson,
 } from './health/health.js'
+
+// Credential redaction: what every package passes its output through (health replies, errors,
+// logs, the cli's lines).
+export {
+  REDACTED,
+  isSecretName,
+  passwordForms,
+  passwordSpan,
+  redactCredentials,
+  redactSecrets,
+  redactUrl,
+} from './redaction/redact-credentials.js'
 
 // Idempotency stores: the claim every store answers the same way, and the checks of its arguments.
 export { claimWith, isClaimingStore } from './idempotency/idempotency-store.js'

@@ -20,12 +20,12 @@ import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import {
-  assertId,
+  assertIdempotencyKey as assertId,
   assertOwnerToken,
-  fn,
+  functionOption as fn,
   parseTableName,
   positiveMillis,
-} from './internal/validate.js'
+} from '@acemq/core/spi'
 import { Batch } from './internal/batch.js'
 import { prepare, type Prepared } from './internal/prepared.js'
 import { queryExecutor } from './internal/executor.js'

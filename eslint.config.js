@@ -18,6 +18,8 @@ const CORE_LAYERS = [
   ['ordered', 'outbox', 'replay'],
   // Features built on features (a pipeline names its keys as the ordered queue does).
   ['pipeline'],
+  // The connection's own parts, under the facade (its close sequence).
+  ['connection'],
 ]
 // ace-mq.ts, index.ts and spi.ts are the facade above every layer; nothing imports them.
 const CORE_FACADE = ['ace-mq', 'index', 'spi']

@@ -1,5 +1,6 @@
 import { parseTableName } from '../idempotency/store-validation.js'
 import type { SqlDialect } from '../sql/sql-dialect.js'
+import { indexName, quotedTable } from '../sql/sql-names.js'
 
 const PENDING_SUFFIX = '_pending_idx'
 const RETIRED_SUFFIX = '_retired_idx'
@@ -13,11 +14,6 @@ const PUBLISHED_SUFFIX = '_published_idx'
 const PENDING = 'published_at IS NULL AND retired_at IS NULL'
 /** The retired records (kept, listed, never offered again): few, so their index is small. */
 const RETIRED = 'published_at IS NULL AND retired_at IS NOT NULL'
-
-/** An index name the table's name leads, cut so it stays within 63 characters. */
-function indexName(name: string, suffix: string): string {
-  return `${name.slice(0, 63 - suffix.length)}${suffix}`
-}
 
 /**
  * The statements that create the outbox table on `dialect`, one by one — the table every SQL
@@ -42,9 +38,9 @@ export function outboxTableStatements(table: string, dialect: SqlDialect): strin
   const pending = indexName(name, PENDING_SUFFIX)
   const retired = indexName(name, RETIRED_SUFFIX)
   const published = indexName(name, PUBLISHED_SUFFIX)
+  const qualified = quotedTable(schema, name, dialect)
   switch (dialect) {
     case 'postgres': {
-      const qualified = schema === undefined ? `"${name}"` : `"${schema}"."${name}"`
       return [
         [
           `CREATE TABLE IF NOT EXISTS ${qualified} (`,
@@ -96,7 +92,6 @@ export function outboxTableStatements(table: string, dialect: SqlDialect): strin
       ]
     }
     case 'mysql': {
-      const qualified = schema === undefined ? `\`${name}\`` : `\`${schema}\`.\`${name}\``
       return [
         [
           `CREATE TABLE IF NOT EXISTS ${qualified} (`,

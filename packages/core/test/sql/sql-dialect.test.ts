@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { ConfigurationError } from '../../src/errors.js'
 import { idempotencyTableStatements } from '../../src/idempotency/idempotency-table-sql.js'
 import { SQL_DIALECTS, sqlDialect, sqlScript } from '../../src/sql/sql-dialect.js'
+import { indexName, quotedTable } from '../../src/sql/sql-names.js'
 
 describe('the SQL dialects', () => {
   it('lists postgres, sqlite and mysql, and cannot be changed', () => {
@@ -30,5 +31,20 @@ describe('the SQL dialects', () => {
     )
     const script = sqlScript(idempotencyTableStatements('acemq_idempotency', 'postgres'))
     expect(script.match(/;\n/g)).toHaveLength(2)
+  })
+})
+
+describe('the SQL names', () => {
+  it('quotes a table for its dialect, with or without a schema', () => {
+    expect(quotedTable(undefined, 'seen', 'postgres')).toBe('"seen"')
+    expect(quotedTable('app', 'seen', 'sqlite')).toBe('"app"."seen"')
+    expect(quotedTable('app', 'seen', 'mysql')).toBe('`app`.`seen`')
+  })
+
+  it('cuts an index name so that it stays within 63 characters, suffix kept', () => {
+    expect(indexName('outbox', '_pending_idx')).toBe('outbox_pending_idx')
+    const long = indexName('t'.repeat(80), '_pending_idx')
+    expect(long).toHaveLength(63)
+    expect(long.endsWith('_pending_idx')).toBe(true)
   })
 })

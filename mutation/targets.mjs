@@ -78,20 +78,20 @@ export const TARGETS = [
   {
     name: 'core-envelope',
     floor: 85,
-    mutate: ['packages/core/src/envelope/**/*.ts'],
+    mutate: ['packages/core/src/envelope/**/*.ts', 'packages/core/src/headers/**/*.ts'],
     testFiles: ['packages/core/test/envelope/*.test.ts'],
   },
   {
     name: 'core-health',
     floor: 85,
-    mutate: ['packages/core/src/health/**/*.ts'],
-    testFiles: ['packages/core/test/health/*.test.ts'],
+    mutate: ['packages/core/src/health/**/*.ts', 'packages/core/src/redaction/**/*.ts'],
+    testFiles: ['packages/core/test/health/*.test.ts', 'packages/core/test/redaction/*.test.ts'],
   },
   {
     name: 'core-idempotency',
     floor: 85,
-    mutate: ['packages/core/src/idempotency/**/*.ts'],
-    testFiles: ['packages/core/test/idempotency/*.test.ts'],
+    mutate: ['packages/core/src/idempotency/**/*.ts', 'packages/core/src/sql/**/*.ts'],
+    testFiles: ['packages/core/test/idempotency/*.test.ts', 'packages/core/test/sql/*.test.ts'],
   },
   {
     name: 'core-consumer',

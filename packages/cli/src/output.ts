@@ -1,4 +1,4 @@
-import { passwordSpanOf } from './secrets.js'
+import { passwordForms, redactSecrets } from '@acemq/core/spi'
 
 /** Where a command writes: standard output for results, standard error for the rest. */
 export interface Output {
@@ -20,12 +20,9 @@ export function createOutput(options: {
   readonly json: boolean
   readonly url?: string | undefined
 }): Output {
-  const secrets = secretsOf(options.url)
-  const redact = (text: string): string => {
-    let out = text
-    for (const secret of secrets) out = out.split(secret).join('***')
-    return out
-  }
+  // Only the password itself: the lines carry messages, whose own fields are not secrets of ours.
+  const secrets = options.url === undefined ? [] : passwordForms(options.url)
+  const redact = (text: string): string => redactSecrets(text, secrets)
   return {
     json: options.json,
     redact,
@@ -38,22 +35,6 @@ export function createOutput(options: {
       process.stderr.write(`${redact(line)}\n`)
     },
   }
-}
-
-/** The password of `url`, as written and decoded, longest first. */
-function secretsOf(url: string | undefined): string[] {
-  if (url === undefined) return []
-  const span = passwordSpanOf(url)
-  if (span === undefined) return []
-  const raw = url.slice(span.start, span.end)
-  const forms = new Set([raw])
-  try {
-    forms.add(decodeURIComponent(raw))
-  } catch {
-    // Not valid percent-encoding: the raw form is the password.
-  }
-  forms.add(encodeURIComponent(raw))
-  return [...forms].filter((form) => form.length > 0).sort((a, b) => b.length - a.length)
 }
 
 /** JSON for values JSON has no form of: bytes as UTF-8 text, bigints as numbers. */

@@ -1,4 +1,10 @@
 import { describe, expect, it } from 'vitest'
+import {
+  SQL_DIALECTS,
+  idempotencyTableStatements,
+  outboxTableStatements,
+  sqlScript,
+} from '@acemq/core/spi'
 import { runCli } from './support/run-cli.js'
 
 // The built binary as an operator runs it; none of these needs a broker.
@@ -54,6 +60,19 @@ describe('acemq without a broker', () => {
     expect(parsed.dialect).toBe('sqlite')
     expect(parsed.table).toBe('acemq_outbox')
     expect(parsed.sql).toContain('body BLOB NOT NULL')
+  })
+
+  it('prints for every dialect exactly the DDL the stores write, from core', async () => {
+    for (const dialect of SQL_DIALECTS) {
+      const store = await runCli(['--json', 'store', 'sql', '--dialect', dialect])
+      expect((JSON.parse(store.stdout) as { sql: string }).sql).toBe(
+        sqlScript(idempotencyTableStatements('acemq_idempotency', dialect)),
+      )
+      const outbox = await runCli(['--json', 'outbox', 'sql', '--dialect', dialect])
+      expect((JSON.parse(outbox.stdout) as { sql: string }).sql).toBe(
+        sqlScript(outboxTableStatements('acemq_outbox', dialect)),
+      )
+    }
   })
 
   it('plans the topology of a queue with a retry policy, for people and as JSON', async () => {

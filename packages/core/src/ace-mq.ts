@@ -2,11 +2,9 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { CodecRegistry } from './codec/codec-registry.js'
 import { DEFAULT_DRAIN_TIMEOUT } from './constants.js'
 import { ConsumerOptions } from './consumer/consumer-options.js'
+import { closeSequence } from './connection/close-sequence.js'
 import {
   ConsumerEngine,
-  drainOrAbandon,
-  graceUntil,
-  waitFor,
   type Consumer,
   type ConsumerHost,
   type DeliveryTask,
@@ -15,17 +13,12 @@ import {
 import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
-import { AceMqError, ClosedError, ConfigurationError, abortError, describeError } from './errors.js'
+import { AceMqError, ClosedError, ConfigurationError, abortError } from './errors.js'
 import { ErrorCodes, errorCodeOf } from './error-codes.js'
-import { deferred, settlesWithin, sleep, type Deferred } from './internal/timers.js'
+import { deferred, sleep, type Deferred } from './internal/timers.js'
 import { warningReporter } from './internal/warning-reporter.js'
-import {
-  worstStatus,
-  type HealthContributor,
-  type HealthReport,
-  type HealthResult,
-  type HealthStatus,
-} from './health/health.js'
+import type { HealthContributor, HealthResult } from './health/health.js'
+import { HealthContributors, aggregateHealth } from './health/health-aggregation.js'
 import { OutboxRelay, type OutboxRelayOptions } from './outbox/outbox-relay.js'
 import type { OutboxStore } from './outbox/outbox-store.js'
 import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
@@ -66,9 +59,6 @@ export interface CloseOptions {
   readonly drainTimeout?: Duration
 }
 
-/** How long a health contributor may take before it is reported DOWN. */
-const HEALTH_CONTRIBUTOR_TIMEOUT_MS = 5_000
-
 /**
  * A connection to a broker through a {@link Transport}: publishers, consumers, topology,
  * pause and drain, health and shutdown. Get one from `connect()` in
@@ -89,7 +79,7 @@ export class AceMq implements AsyncDisposable {
   readonly #origin: string
   readonly #onError: ((error: unknown, context: string) => void) | undefined
   readonly #consumers = new Set<ConsumerEngine<unknown>>()
-  readonly #contributors = new Map<string, HealthContributor>()
+  readonly #contributors = new HealthContributors()
   readonly #currentTask = new AsyncLocalStorage<DeliveryTask | undefined>()
   readonly #closingController = new AbortController()
   readonly #idleWaiters = new Set<() => void>()
@@ -542,12 +532,18 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   async health(): Promise<HealthResult> {
-    const reports: HealthReport[] = [this.#connectionReport()]
-    const consumers = this.#consumersReport()
-    if (consumers !== undefined) reports.push(consumers)
-    const contributed = await Promise.all([...this.#contributors.values()].map((c) => reportOf(c)))
-    reports.push(...contributed)
-    return { status: worstStatus(reports.map((r) => r.status)), inFlight: this.#inFlight, reports }
+    return aggregateHealth(
+      {
+        transport: this.transport,
+        inFlight: this.#inFlight,
+        held: this.held,
+        consumingPaused: this.#consumingPaused,
+        publishingPaused: this.#publishingPaused,
+        closing: this.#closing !== undefined,
+      },
+      [...this.#consumers],
+      this.#contributors,
+    )
   }
 
   /**
@@ -560,29 +556,7 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   registerHealth(contributor: HealthContributor): () => void {
-    if (
-      typeof contributor?.name !== 'string' ||
-      contributor.name === '' ||
-      typeof contributor.report !== 'function'
-    ) {
-      throw new ConfigurationError(
-        'registerHealth(contributor) needs a non-empty name and a report() function',
-      )
-    }
-    if (
-      contributor.name === 'connection' ||
-      contributor.name === 'consumers' ||
-      this.#contributors.has(contributor.name)
-    ) {
-      throw new ConfigurationError(
-        `registerHealth(contributor): the name '${contributor.name}' is taken`,
-      )
-    }
-    this.#contributors.set(contributor.name, contributor)
-    return () => {
-      if (this.#contributors.get(contributor.name) === contributor)
-        this.#contributors.delete(contributor.name)
-    }
+    return this.#contributors.register(contributor)
   }
 
   /**
@@ -647,41 +621,31 @@ export class AceMq implements AsyncDisposable {
     await this.close()
   }
 
-  async #close(drainTimeoutMs: number): Promise<void> {
-    const deadline = Date.now() + drainTimeoutMs
-    this.#consumingPaused = true
-    // Relays finish their round (publishes confirmed and marked) within the drain's budget.
-    const relaysStopped = Promise.all([...this.#relays].map((relay) => relay.stop()))
-    const consumers = [...this.#consumers]
-    await Promise.all(consumers.map((c) => c.stopIntake()))
-    const idle = (except: TaskSet): Promise<void> =>
-      Promise.all(consumers.map((c) => c.whenIdle(except))).then(() => undefined)
-    await drainOrAbandon(consumers, () => idle(this.#inside), drainTimeoutMs)
-    this.#othersDrained.resolve()
-    // Handlers waiting inside a drain or close were not waited for (the ones that called close()
-    // were answered just now): give them what is left of the drain (at least the abandon grace)
-    // to return and settle before their channels close. Asked of every handler, not only of
-    // those still inside: a drain from inside can answer in the same turn as the wait above,
-    // and its caller, gone from the set, is still running (simulation findings 8 and 9).
-    if (!(await waitFor(idle(NO_TASKS), graceUntil(deadline)))) {
-      for (const consumer of consumers) consumer.abandonRunning()
-    }
-    await settlesWithin(relaysStopped, drainTimeoutMs)
-    // The drain is over: from here on only publishes already on their way go through.
-    this.#publishingClosed = true
-    this.#closingController.abort()
-    await Promise.all(consumers.map((c) => c.closeChannel()))
-    this.#consumers.clear()
-    try {
-      await this.transport.close()
-    } finally {
-      this.#unsubscribe()
-      // Drains still waiting (for handlers given up on) get their answer: not everything finished.
-      for (const finish of [...this.#pendingDrains]) finish(false)
-      // On Node 20 an enabled AsyncLocalStorage stays in a process-wide list that every new
-      // promise walks, until it is disabled: a closed connection must not cost them anything.
-      this.#currentTask.disable()
-    }
+  #close(drainTimeoutMs: number): Promise<void> {
+    return closeSequence(
+      {
+        consumers: this.#consumers,
+        relays: this.#relays,
+        inside: this.#inside,
+        pauseConsuming: () => (this.#consumingPaused = true),
+        othersDrained: () => this.#othersDrained.resolve(),
+        endPublishing: () => {
+          this.#publishingClosed = true
+          this.#closingController.abort()
+        },
+        closeTransport: () => this.transport.close(),
+        finished: () => {
+          this.#unsubscribe()
+          // Drains still waiting (for handlers given up on) get their answer: not everything
+          // finished.
+          for (const finish of [...this.#pendingDrains]) finish(false)
+          // On Node 20 an enabled AsyncLocalStorage stays in a process-wide list that every new
+          // promise walks, until it is disabled: a closed connection must not cost them anything.
+          this.#currentTask.disable()
+        },
+      },
+      drainTimeoutMs,
+    )
   }
 
   #busy(except: TaskSet): number {
@@ -715,64 +679,6 @@ export class AceMq implements AsyncDisposable {
         'the connection was lost; recovering',
       )
     }
-  }
-
-  /**
-   * `consumers`, while any consumer exists: `DEGRADED` while one has lost its subscription,
-   * cannot move a copy, or finds its idempotency store failing, with which and why.
-   */
-  #consumersReport(): HealthReport | undefined {
-    if (this.#consumers.size === 0) return undefined
-    const unsubscribed: string[] = []
-    const failingMoves: string[] = []
-    const failingStore: string[] = []
-    let storeError: string | undefined
-    let waiting = 0
-    for (const consumer of this.#consumers) {
-      waiting += consumer.waiting
-      const trouble = consumer.trouble()
-      if (trouble === undefined) continue
-      if (trouble.unsubscribed) unsubscribed.push(trouble.queue)
-      for (const target of trouble.failingMoves) failingMoves.push(`${trouble.queue} -> ${target}`)
-      if (trouble.storeFailure !== undefined) {
-        failingStore.push(trouble.queue)
-        storeError = trouble.storeFailure
-      }
-    }
-    const details: Record<string, string> = {
-      count: String(this.#consumers.size),
-      waiting: String(waiting),
-    }
-    if (unsubscribed.length > 0) details['unsubscribed'] = unsubscribed.join(',')
-    if (failingMoves.length > 0) details['failingMoves'] = failingMoves.join(',')
-    if (failingStore.length > 0) details['failingStore'] = failingStore.join(',')
-    if (storeError !== undefined) details['storeError'] = storeError
-    const degraded = unsubscribed.length + failingMoves.length + failingStore.length > 0
-    return { name: 'consumers', status: degraded ? 'DEGRADED' : 'UP', details }
-  }
-
-  #connectionReport(): HealthReport {
-    const state = this.transport.state
-    const details: Record<string, string> = {
-      open: String(state.open),
-      blocked: String(state.blocked),
-      transport: `${this.transport.kind} ${this.transport.description}`,
-      inFlight: String(this.#inFlight),
-      held: String(this.held),
-    }
-    if (state.blocked && state.blockedReason !== undefined)
-      details['blockedReason'] = state.blockedReason
-    if (this.#consumingPaused) details['consuming'] = 'paused'
-    if (this.#publishingPaused) details['publishing'] = 'paused'
-    // DOWN only for a connection closed for good. One that dropped and is being recovered is
-    // DEGRADED: restarting the process would not bring the broker back any sooner.
-    let status: HealthStatus = 'UP'
-    if (state.closed || this.#closing !== undefined) status = 'DOWN'
-    else if (!state.open) {
-      status = 'DEGRADED'
-      details['recovering'] = 'true'
-    }
-    return { name: 'connection', status, details }
   }
 
   get #publisherHost(): PublisherHost {
@@ -823,33 +729,5 @@ export class AceMq implements AsyncDisposable {
       enterInside: (task) => this.#enterInside(task),
       leaveInside: (task) => this.#leaveInside(task),
     }
-  }
-}
-
-const NO_TASKS: ReadonlySet<DeliveryTask> = new Set()
-
-async function reportOf(contributor: HealthContributor): Promise<HealthReport> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  try {
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no report within ${HEALTH_CONTRIBUTOR_TIMEOUT_MS} ms`)),
-        HEALTH_CONTRIBUTOR_TIMEOUT_MS,
-      )
-      timer.unref?.()
-    })
-    const report = await Promise.race([Promise.resolve().then(() => contributor.report()), timeout])
-    if (report?.status !== 'UP' && report?.status !== 'DEGRADED' && report?.status !== 'DOWN') {
-      throw new Error(
-        `report() returned no valid status (UP, DEGRADED or DOWN): ${JSON.stringify(report?.status)}`,
-      )
-    }
-    const details: Record<string, string> = {}
-    for (const [key, value] of Object.entries(report.details ?? {})) details[key] = String(value)
-    return { name: contributor.name, status: report.status, details }
-  } catch (error) {
-    return { name: contributor.name, status: 'DOWN', details: { error: describeError(error) } }
-  } finally {
-    clearTimeout(timer)
   }
 }

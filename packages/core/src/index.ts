@@ -108,5 +108,5 @@ export {
   type InMemoryTransportOptions,
   type SimulatedConnection,
   type StoredMessage,
-} from './transport/in-memory-transport.js'
+} from './transport/in-memory/in-memory-transport.js'
 export type * from './transport/transport.js'

@@ -23,11 +23,22 @@ export { abortError } from './errors.js'
 export {
   healthAnswer,
   httpStatusOf,
-  redactCredentials,
   worstStatus,
   type HealthAnswer,
   type HealthErrorJson,
 } from './health/health.js'
+
+// Credential redaction: what every package passes its output through (health replies, errors,
+// logs, the cli's lines).
+export {
+  REDACTED,
+  isSecretName,
+  passwordForms,
+  passwordSpan,
+  redactCredentials,
+  redactSecrets,
+  redactUrl,
+} from './redaction/redact-credentials.js'
 
 // Idempotency stores: the claim every store answers the same way, and the checks of its arguments.
 export { claimWith, isClaimingStore } from './idempotency/idempotency-store.js'
@@ -78,8 +89,10 @@ export {
   outboxRetiredStatement,
   outboxTableStatements,
   type OutboxStatement,
-  type SqlDialect,
 } from './outbox/outbox-table-sql.js'
+
+// SQL stores and tools: the dialects, one checked option, and a migration script of statements.
+export { SQL_DIALECTS, sqlDialect, sqlScript, type SqlDialect } from './sql/sql-dialect.js'
 
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'

@@ -1,4 +1,4 @@
-import { idempotencyTableStatements } from '@acemq/core/spi'
+import { idempotencyTableStatements, sqlScript } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { checkDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 
@@ -31,5 +31,5 @@ export interface CreateTableSqlOptions {
  */
 export function createTableSql(options: CreateTableSqlOptions = {}): string {
   const dialect = checkDialect(options.dialect ?? 'postgres')
-  return `${idempotencyTableStatements(options.table ?? DEFAULT_IDEMPOTENCY_TABLE, dialect).join(';\n\n')};\n`
+  return sqlScript(idempotencyTableStatements(options.table ?? DEFAULT_IDEMPOTENCY_TABLE, dialect))
 }

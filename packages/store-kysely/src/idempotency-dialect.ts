@@ -1,5 +1,6 @@
 import { MysqlAdapter, PostgresAdapter, SqliteAdapter } from 'kysely'
 import { ConfigurationError } from '@acemq/core'
+import { sqlDialect, type SqlDialect } from '@acemq/core/spi'
 import type { KyselyDatabase } from './kysely-database.js'
 
 /**
@@ -11,9 +12,7 @@ import type { KyselyDatabase } from './kysely-database.js'
  * new KyselyIdempotencyStore(db, { dialect: 'postgres' })
  * ```
  */
-export type IdempotencyDialect = 'postgres' | 'sqlite' | 'mysql'
-
-const DIALECTS: readonly IdempotencyDialect[] = ['postgres', 'sqlite', 'mysql']
+export type IdempotencyDialect = SqlDialect
 
 const BY_ADAPTER_NAME: Readonly<Record<string, IdempotencyDialect>> = {
   PostgresAdapter: 'postgres',
@@ -51,12 +50,7 @@ export function detectDialect(db: KyselyDatabase): IdempotencyDialect {
   )
 }
 
-/** Checks a `dialect` option. */
+/** Checks a `dialect` option (core's one list of dialects). */
 export function checkDialect(dialect: unknown): IdempotencyDialect {
-  if (!DIALECTS.includes(dialect as IdempotencyDialect)) {
-    throw new ConfigurationError(
-      `dialect must be one of 'postgres', 'sqlite', 'mysql'; got ${JSON.stringify(dialect) ?? String(dialect)}`,
-    )
-  }
-  return dialect as IdempotencyDialect
+  return sqlDialect(dialect)
 }

@@ -2,7 +2,7 @@ import { sql, type QueryExecutor } from 'kysely'
 import { AceMqError, ErrorCodes } from '@acemq/core'
 import { foreignIdempotencyTable, parseTableName, type TableColumn } from '@acemq/core/spi'
 import type { IdempotencyDialect } from './idempotency-dialect.js'
-import { run } from './internal/compile.js'
+import { run } from './internal/prepared.js'
 
 // What the Kysely idempotency store says when its table is not the one it needs: missing, or
 // another AceMQ library's table of the same name (docs/design.md §7).

@@ -12,7 +12,6 @@ import {
   type Duration,
   type HealthContributor,
 } from '@acemq/core'
-import { PurgeCadence, reportPurgeFailure, storeHealthContributor } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
@@ -26,12 +25,15 @@ import {
 } from './idempotency-statements.js'
 import { explainTableTrouble } from './idempotency-table-check.js'
 import {
-  assertId,
+  PurgeCadence,
+  assertIdempotencyKey as assertId,
   assertOwnerToken,
-  fn,
+  functionOption as fn,
   parseTableName,
   positiveMillis,
-} from './internal/validate.js'
+  reportPurgeFailure,
+  storeHealthContributor,
+} from '@acemq/core/spi'
 import { Batch } from './internal/batch.js'
 import type { Prepared } from './internal/prepared.js'
 import { queryExecutor } from './internal/executor.js'

@@ -30,9 +30,9 @@ import {
   type OutboxRow,
 } from '@acemq/core/spi'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
-import { compile, run, type Compiled } from './internal/compile.js'
+import { compile, run, type Compiled } from './internal/prepared.js'
 import { queryExecutor } from './internal/executor.js'
-import { fn, integerAtLeast, parseTableName } from './internal/validate.js'
+import { functionOption as fn, integerAtLeast, parseTableName } from '@acemq/core/spi'
 import type { KyselyDatabase } from './kysely-database.js'
 import { createOutboxTableSql } from './outbox-table-sql.js'
 

@@ -4,7 +4,7 @@ import { outboxTableStatements } from '@acemq/core/spi'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import type { IdempotencyMigration } from './idempotency-migration.js'
 import { executorProvider } from './internal/executor.js'
-import { parseTableName } from './internal/validate.js'
+import { parseTableName } from '@acemq/core/spi'
 
 /**
  * A migration that creates the outbox table and its indexes (the same DDL as

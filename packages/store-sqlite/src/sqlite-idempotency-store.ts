@@ -23,7 +23,12 @@ import {
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { openDatabase } from './internal/database.js'
 import { sqliteTable, type SqliteTable } from './internal/table-sql.js'
-import { assertId, assertOwnerToken, fn, positiveMillis } from './internal/validate.js'
+import {
+  assertIdempotencyKey as assertId,
+  assertOwnerToken,
+  functionOption as fn,
+  positiveMillis,
+} from '@acemq/core/spi'
 
 /**
  * Options of {@link SqliteIdempotencyStore}.

@@ -29,7 +29,7 @@ import {
 } from '@acemq/core/spi'
 import { isDatabase, openDatabase } from './internal/database.js'
 import { sqliteOutboxTable, type SqliteOutboxTable } from './internal/outbox-table-sql.js'
-import { fn, integerAtLeast } from './internal/validate.js'
+import { functionOption as fn, integerAtLeast } from '@acemq/core/spi'
 
 /**
  * Options of {@link SqliteOutboxStore}.

@@ -44,3 +44,10 @@ describe('redactUrl', () => {
     expect(redactUrl('')).toBe('')
   })
 })
+
+describe('the redaction the transport uses', () => {
+  it('is core’s, the one every package uses', async () => {
+    const spi = await import('@acemq/core/spi')
+    expect(redactUrl).toBe(spi.redactUrl)
+  })
+})

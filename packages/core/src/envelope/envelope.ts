@@ -1,11 +1,16 @@
 import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import { ConfigurationError } from '../errors.js'
-import type { Headers, TypedInteger } from '../transport/transport.js'
-import { headerInteger, headerString } from './headers.js'
+import {
+  headerInteger,
+  headerString,
+  type Headers,
+  type TypedInteger,
+} from '../headers/header-values.js'
 
-// The lenient readers live in headers.ts; they are part of this module's public face.
-export { headerInteger, headerString } from './headers.js'
+// The lenient readers live below the envelope (docs/design.md §1); they are part of this
+// module's public face.
+export { headerInteger, headerString } from '../headers/header-values.js'
 
 /**
  * The wire names of the envelope headers, shared by every AceMQ library.

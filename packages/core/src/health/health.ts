@@ -1,3 +1,5 @@
+import { REDACTED, isSecretName, redactCredentials } from '../redaction/redact-credentials.js'
+
 /** A component's health, ordered best to worst: `UP` < `DEGRADED` < `DOWN`. */
 export type HealthStatus = 'UP' | 'DEGRADED' | 'DOWN'
 
@@ -98,7 +100,7 @@ export function toHealthJson(result: HealthResult): HealthJson {
     const component: { status: HealthStatus } & Record<string, string> = { status: report.status }
     for (const [key, value] of Object.entries(report.details)) {
       if (key === 'status') continue
-      own(component, key, SECRET_NAME.test(key) ? REDACTED : redactCredentials(String(value)))
+      own(component, key, isSecretName(key) ? REDACTED : redactCredentials(String(value)))
     }
     own(components, report.name, component)
   }
@@ -126,47 +128,6 @@ export interface HealthAnswer {
   readonly statusCode: 200 | 503
   readonly body: HealthJson | HealthErrorJson
   readonly error?: unknown
-}
-
-const REDACTED = '***'
-
-// `scheme://user:password@` anywhere in a text: the password goes, up to the last `@` before the
-// host (a password may hold an unescaped `@`), as the transports' descriptions do.
-const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:)[^\s/?#]*@/gi
-
-// A key that names a secret, with any prefix or suffix: `password`, `DB_PASSWORD`, `Pwd`,
-// `secret_key`, `access_token`, `api-key`, `apiKey`.
-// Bounded, so a long run of word characters costs linear time.
-const SECRET_WORD = String.raw`[\w.-]{0,64}?(?:password|passwd|pwd|secret|token|api[_-]?key)[\w-]{0,64}`
-const SECRET_NAME = new RegExp(`^${SECRET_WORD}$`, 'i')
-// `key=value` (connection strings, query strings): the value runs to a space or a separator,
-// or is quoted.
-const SECRET_ASSIGNMENT = new RegExp(
-  String.raw`\b(${SECRET_WORD})(\s*=\s*)(?:'[^']*'|"[^"]*"|[^\s&;,'"]+)`,
-  'gi',
-)
-// `"key": "value"` (JSON in a message).
-const SECRET_JSON_FIELD = new RegExp(String.raw`("${SECRET_WORD}"\s*:\s*)"(?:[^"\\]|\\.)*"`, 'gi')
-
-/**
- * `text` with its credentials replaced by `***`: the password of every URL in it
- * (`amqp://app:***@mq`), and the value of every secret-looking `key=value` (`password=***`,
- * `Pwd=***;`, `api_key=***&`) or JSON field (`"token":"***"`). The health endpoints pass every
- * detail value and error message through it, because a contributor's error often quotes the
- * connection string it failed with.
- *
- * @example
- * ```ts
- * redactCredentials('connect ECONNREFUSED postgres://app:s3cret@db/x')
- * // 'connect ECONNREFUSED postgres://app:***@db/x'
- * redactCredentials('host=db user=app password=hunter2') // 'host=db user=app password=***'
- * ```
- */
-export function redactCredentials(text: string): string {
-  return text
-    .replace(URL_CREDENTIALS, `$1${REDACTED}@`)
-    .replace(SECRET_ASSIGNMENT, `$1$2${REDACTED}`)
-    .replace(SECRET_JSON_FIELD, `$1"${REDACTED}"`)
 }
 
 /**

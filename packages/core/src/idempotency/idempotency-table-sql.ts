@@ -1,4 +1,5 @@
-import type { SqlDialect } from '../outbox/outbox-table-sql.js'
+import type { SqlDialect } from '../sql/sql-dialect.js'
+import { indexName, quotedTable } from '../sql/sql-names.js'
 import { parseTableName } from './store-validation.js'
 
 const INDEX_SUFFIX = '_claimed_at_idx'
@@ -17,10 +18,10 @@ const INDEX_SUFFIX = '_claimed_at_idx'
  */
 export function idempotencyTableStatements(table: string, dialect: SqlDialect): string[] {
   const [schema, name] = parseTableName(table)
-  const index = `${name.slice(0, 63 - INDEX_SUFFIX.length)}${INDEX_SUFFIX}`
+  const index = indexName(name, INDEX_SUFFIX)
+  const qualified = quotedTable(schema, name, dialect)
   switch (dialect) {
     case 'postgres': {
-      const qualified = schema === undefined ? `"${name}"` : `"${schema}"."${name}"`
       return [
         [
           `CREATE TABLE IF NOT EXISTS ${qualified} (`,
@@ -50,7 +51,6 @@ export function idempotencyTableStatements(table: string, dialect: SqlDialect): 
       ]
     }
     case 'mysql': {
-      const qualified = schema === undefined ? `\`${name}\`` : `\`${schema}\`.\`${name}\``
       return [
         [
           `CREATE TABLE IF NOT EXISTS ${qualified} (`,

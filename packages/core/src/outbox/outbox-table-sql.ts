@@ -1,15 +1,7 @@
 import { parseTableName } from '../idempotency/store-validation.js'
 import { ConfigurationError } from '../errors.js'
-
-/**
- * The SQL dialects the shipped stores write: Postgres, SQLite, and MySQL 8 / MariaDB.
- *
- * @example
- * ```ts
- * const dialect: SqlDialect = 'postgres'
- * ```
- */
-export type SqlDialect = 'postgres' | 'sqlite' | 'mysql'
+import type { SqlDialect } from '../sql/sql-dialect.js'
+import { indexName, quotedTable } from '../sql/sql-names.js'
 
 const PENDING_SUFFIX = '_pending_idx'
 const RETIRED_SUFFIX = '_retired_idx'
@@ -23,11 +15,6 @@ const PUBLISHED_SUFFIX = '_published_idx'
 const PENDING = 'published_at IS NULL AND retired_at IS NULL'
 /** The retired records (kept, listed, never offered again): few, so their index is small. */
 const RETIRED = 'published_at IS NULL AND retired_at IS NOT NULL'
-
-/** An index name the table's name leads, cut so it stays within 63 characters. */
-function indexName(name: string, suffix: string): string {
-  return `${name.slice(0, 63 - suffix.length)}${suffix}`
-}
 
 /**
  * The statements that create the outbox table on `dialect`, one by one — the table every SQL
@@ -52,9 +39,9 @@ export function outboxTableStatements(table: string, dialect: SqlDialect): strin
   const pending = indexName(name, PENDING_SUFFIX)
   const retired = indexName(name, RETIRED_SUFFIX)
   const published = indexName(name, PUBLISHED_SUFFIX)
+  const qualified = quotedTable(schema, name, dialect)
   switch (dialect) {
     case 'postgres': {
-      const qualified = schema === undefined ? `"${name}"` : `"${schema}"."${name}"`
       return [
         [
           `CREATE TABLE IF NOT EXISTS ${qualified} (`,
@@ -106,7 +93,6 @@ export function outboxTableStatements(table: string, dialect: SqlDialect): strin
       ]
     }
     case 'mysql': {
-      const qualified = schema === undefined ? `\`${name}\`` : `\`${schema}\`.\`${name}\``
       return [
         [
           `CREATE TABLE IF NOT EXISTS ${qualified} (`,
@@ -140,11 +126,9 @@ export interface OutboxStatement {
 }
 
 /** The table's name quoted for `dialect`, schema included. */
-function quotedTable(table: string, dialect: SqlDialect): string {
+function quotedTableName(table: string, dialect: SqlDialect): string {
   const [schema, name] = parseTableName(table)
-  const quote = dialect === 'mysql' ? '`' : '"'
-  const q = (identifier: string): string => `${quote}${identifier}${quote}`
-  return schema === undefined ? q(name) : `${q(schema)}.${q(name)}`
+  return quotedTable(schema, name, dialect)
 }
 
 /** The `n`th placeholder (1-based) of `dialect`: `$n` on Postgres, `?` elsewhere. */
@@ -171,7 +155,7 @@ export function outboxRetiredStatement(
     throw new ConfigurationError(`limit must be a whole number of at least 1; got ${String(limit)}`)
   }
   return {
-    sql: `select id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, retired_at from ${quotedTable(table, dialect)} where ${RETIRED} order by retired_at desc, id limit ${limit}`,
+    sql: `select id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, retired_at from ${quotedTableName(table, dialect)} where ${RETIRED} order by retired_at desc, id limit ${limit}`,
     parameters: [],
   }
 }
@@ -203,7 +187,7 @@ export function outboxReofferStatement(
       ? ''
       : ` and id in (${ids.map((_, i) => placeholder(dialect, i + 1)).join(', ')})`
   return {
-    sql: `update ${quotedTable(table, dialect)} set retired_at = null, attempts = 0, lease_owner = null, leased_until = null where ${RETIRED}${only}`,
+    sql: `update ${quotedTableName(table, dialect)} set retired_at = null, attempts = 0, lease_owner = null, leased_until = null where ${RETIRED}${only}`,
     parameters: ids ?? [],
   }
 }

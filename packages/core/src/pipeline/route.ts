@@ -1,4 +1,4 @@
-import { headerInteger, headerString } from '../envelope/headers.js'
+import { headerInteger, headerString } from '../headers/header-values.js'
 import type { Headers, TypedInteger } from '../transport/transport.js'
 
 /**

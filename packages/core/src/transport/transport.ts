@@ -5,23 +5,11 @@
  * {@link InMemoryTransport} implement it; a contributed transport reuses the whole engine.
  */
 
-/**
- * Header and argument values as they travel. Integers whose width matters are written as
- * {@link TypedInteger}s; everything else is a string, number, boolean, bytes, array or table.
- */
-export type HeaderValue = unknown
+import type { HeaderValue, Headers } from '../headers/header-values.js'
 
-/** AMQP-style headers: a string-keyed table. */
-export type Headers = Record<string, HeaderValue>
-
-/**
- * An integer with an explicit AMQP field width: `int` is signed 32-bit, `long` signed 64-bit.
- * This is amqplib's own notation, so an AMQP transport passes it through unchanged.
- */
-export interface TypedInteger {
-  readonly '!': 'int' | 'long'
-  readonly value: number
-}
+// The header value types live with their readers, below both the envelope and the transports
+// (docs/design.md §1); they are part of the transport seam's public face.
+export type { HeaderValue, Headers, TypedInteger } from '../headers/header-values.js'
 
 /** Basic properties of a message, other than its headers. */
 export interface MessageProperties {

@@ -15,6 +15,10 @@ describe('redactCredentials', () => {
     ],
     // A password with an unescaped '@': everything up to the last '@' of the authority goes.
     ['mysql://root:p@ss@db:3306/app', 'mysql://root:***@db:3306/app'],
+    // Unescaped '/', '?' or '#' in a password: it is hidden up to the last '@' all the same.
+    ['cannot reach amqp://app:pa?ss@rabbit:5672/v', 'cannot reach amqp://app:***@rabbit:5672/v'],
+    ['cannot reach amqp://app:pa#ss@rabbit', 'cannot reach amqp://app:***@rabbit'],
+    ['cannot reach amqp://app:pa/ss@w@rd@rabbit/v', 'cannot reach amqp://app:***@rabbit/v'],
   ])('hides the password of a URL: %s', (text, expected) => {
     expect(redactCredentials(text)).toBe(expected)
   })

@@ -1,30 +1,15 @@
-import { redactUrl } from '../redact-url.js'
-
-const EMBEDDED_URL = /[a-z][a-z0-9+.-]*:\/\/[^\s'"<>]+/gi
+import { redactCredentials } from '@acemq/core/spi'
 
 /**
  * Removes secrets from text that is about to leave the transport (an error message, a log
- * line): every embedded URL is redacted, and every occurrence of a known password (raw or
- * percent-encoded) is replaced by `***`.
+ * line): core's {@link redactCredentials}, with the connection's known passwords.
  */
 export function scrubSecrets(text: string, secrets: readonly string[]): string {
-  let result = text.replace(EMBEDDED_URL, (match) => redactUrl(match))
-  for (const secret of secrets) {
-    if (secret === '') continue
-    result = result.split(secret).join('***')
-    const encoded = encodeURIComponent(secret)
-    if (encoded !== secret) result = result.split(encoded).join('***')
-  }
-  return result
+  return redactCredentials(text, secrets)
 }
 
 function mentionsSecret(text: string | undefined, secrets: readonly string[]): boolean {
-  if (text === undefined) return false
-  if (scrubSecrets(text, []) !== text) return true
-  return secrets.some(
-    (secret) =>
-      secret !== '' && (text.includes(secret) || text.includes(encodeURIComponent(secret))),
-  )
+  return text !== undefined && scrubSecrets(text, secrets) !== text
 }
 
 /**

@@ -1,8 +1,28 @@
 /**
- * Lenient readers for header values written by any AMQP client. Every AceMQ library writes
+ * Header and argument values as they travel, and lenient readers for them as any AMQP client
+ * writes them. Both the envelope and the transports use them, so they sit below both
+ * (docs/design.md §1). Every AceMQ library writes
  * its integers with its own idea of width and its strings as either text or bytes, so a reader
  * that insists on one shape would make messages from a sibling library look header-less.
  */
+
+/**
+ * Header and argument values as they travel. Integers whose width matters are written as
+ * {@link TypedInteger}s; everything else is a string, number, boolean, bytes, array or table.
+ */
+export type HeaderValue = unknown
+
+/** AMQP-style headers: a string-keyed table. */
+export type Headers = Record<string, HeaderValue>
+
+/**
+ * An integer with an explicit AMQP field width: `int` is signed 32-bit, `long` signed 64-bit.
+ * This is amqplib's own notation, so an AMQP transport passes it through unchanged.
+ */
+export interface TypedInteger {
+  readonly '!': 'int' | 'long'
+  readonly value: number
+}
 
 // `fatal` so that bytes which are not UTF-8 read as "absent" rather than as a string full of
 // replacement characters that silently differs from what the sender meant.

@@ -1,8 +1,0 @@
-export {
-  assertIdempotencyKey as assertId,
-  assertOwnerToken,
-  functionOption as fn,
-  integerAtLeast,
-  parseTableName,
-  positiveMillis,
-} from '@acemq/core/spi'

@@ -58,6 +58,7 @@ export {
 } from './outbox/outbox-relay.js'
 export {
   Replay,
+  ReplayStoppedError,
   LEGACY_REPLAY_COUNT_HEADER,
   REPLAY_COUNT_HEADER,
   REPLAYED_AT_HEADER,

@@ -6,8 +6,9 @@ import {
   writeCopyHeaders,
   type Envelope,
 } from '../envelope/envelope.js'
-import { AceMqError, ConfigurationError, PublishFailedError, abortError } from '../errors.js'
-import { ErrorCodes } from '../error-codes.js'
+import { republishedProperties } from '../consumer/consumer.js'
+import { AceMqError, ConfigurationError, abortError, describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf, type ErrorCode } from '../error-codes.js'
 import { sleep } from '../internal/timers.js'
 import { validateQueueName } from '../retry/queue-names.js'
 import type { Delivery, Headers, Transport } from '../transport/transport.js'
@@ -26,6 +27,52 @@ const PEEK_SETTLE_MS = 2_000
 
 /** How many messages a replay takes before it publishes them and waits for their confirms. */
 const REPLAY_WINDOW = 100
+
+/** How many of the messages a replay could not write it names in its error. */
+const NAMED_FAILURES = 3
+
+/**
+ * A replay stopped before it was done: a copy could not be written (the broker refused it, or
+ * it can never be encoded), or the connection was lost. Everything not yet moved is on the
+ * source; `moved` says how many went before it stopped, `notWritten` the ids of the messages
+ * whose copies failed (empty when the connection went between them). The code is the cause's
+ * (`ACEMQ_PUBLISH_FAILED`, `ACEMQ_UNENCODABLE`, `ACEMQ_CONNECTION_DOWN`, …).
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof ReplayStoppedError) console.log(`${e.moved} moved before: ${e.message}`) }
+ * ```
+ */
+export class ReplayStoppedError extends AceMqError {
+  constructor(
+    readonly source: string,
+    readonly target: string,
+    readonly moved: number,
+    readonly notWritten: readonly string[],
+    cause: unknown,
+    code: ErrorCode = errorCodeOf(cause) ?? ErrorCodes.PUBLISH_FAILED,
+  ) {
+    super(
+      `replay of '${source}' into '${target}' stopped after moving ${moved} message(s): ${stopReason(notWritten, cause)}; every message not moved is still on '${source}'`,
+      { code, cause },
+    )
+  }
+}
+
+function stopReason(notWritten: readonly string[], cause: unknown): string {
+  if (notWritten.length === 0) return describeError(cause)
+  const causes = cause instanceof AggregateError ? cause.errors : [cause]
+  const named = notWritten
+    .slice(0, NAMED_FAILURES)
+    .map((id, i) => `message '${shortId(id)}' could not be written (${describeError(causes[i])})`)
+  const more = notWritten.length - named.length
+  return `${named.join('; ')}${more > 0 ? `; and ${more} more` : ''}`
+}
+
+/** An id as an error names it: a foreign id can be hundreds of bytes long. */
+function shortId(id: string): string {
+  return id.length > 80 ? `${id.slice(0, 77)}…` : id
+}
 
 /**
  * A message waiting in a dead-letter (or parked) queue, as a replay filter or a peek sees it.
@@ -216,45 +263,56 @@ export class Replay {
     const left: Delivery[] = []
     let exhausted = false
     try {
-      while (moved < max && scanned < total && !exhausted) {
-        if (options.signal?.aborted) throw abortError(options.signal)
-        const window: Delivery[] = []
-        while (window.length < REPLAY_WINDOW && moved + window.length < max && scanned < total) {
-          const delivery = await transport.getOne(this.source)
-          if (delivery === undefined) {
-            exhausted = true
-            break
+      try {
+        while (moved < max && scanned < total && !exhausted) {
+          if (options.signal?.aborted) throw abortError(options.signal)
+          const window: Delivery[] = []
+          while (window.length < REPLAY_WINDOW && moved + window.length < max && scanned < total) {
+            const delivery = await transport.getOne(this.source)
+            if (delivery === undefined) {
+              exhausted = true
+              break
+            }
+            scanned++
+            if (filter === undefined || filter(this.#view(delivery))) window.push(delivery)
+            else {
+              left.push(delivery)
+              options.onProgress?.({ moved, scanned, total })
+            }
           }
-          scanned++
-          if (filter === undefined || filter(this.#view(delivery))) window.push(delivery)
-          else {
-            left.push(delivery)
-            options.onProgress?.({ moved, scanned, total })
-          }
-        }
-        if (window.length === 0) continue
-        const results = await Promise.allSettled(
-          window.map((delivery) => transport.publish(this.#copy(delivery, target))),
-        )
-        const failures: unknown[] = []
-        results.forEach((result, i) => {
-          const delivery = window[i] as Delivery
-          if (result.status === 'fulfilled') {
-            // Confirmed and routed: only now is the original removed.
-            delivery.ack()
-            moved++
-          } else {
-            failures.push(result.reason)
-            delivery.nack(true)
-          }
-        })
-        options.onProgress?.({ moved, scanned, total })
-        if (failures.length > 0) {
-          throw new PublishFailedError(
-            `replay of '${this.source}' into '${this.target}' stopped: ${failures.length} of ${window.length} copies were not confirmed, so they stay on '${this.source}' (${moved} moved)`,
-            { cause: failures.length === 1 ? failures[0] : new AggregateError(failures) },
+          if (window.length === 0) continue
+          const results = await Promise.allSettled(
+            window.map((delivery) => transport.publish(this.#copy(delivery, target))),
           )
+          const failures: unknown[] = []
+          const notWritten: string[] = []
+          results.forEach((result, i) => {
+            const delivery = window[i] as Delivery
+            if (result.status === 'fulfilled') {
+              // Confirmed and routed: only now is the original removed.
+              delivery.ack()
+              moved++
+            } else {
+              failures.push(result.reason)
+              notWritten.push(this.#idOf(delivery))
+              delivery.nack(true)
+            }
+          })
+          options.onProgress?.({ moved, scanned, total })
+          if (failures.length > 0) {
+            throw new ReplayStoppedError(
+              this.source,
+              target,
+              moved,
+              notWritten,
+              failures.length === 1 ? failures[0] : new AggregateError(failures),
+            )
+          }
         }
+      } catch (error) {
+        // The count of what went before is the operator's to know, whatever stopped it.
+        if (error instanceof ReplayStoppedError || isAbort(error, options.signal)) throw error
+        throw new ReplayStoppedError(this.source, target, moved, [], error)
       }
     } finally {
       // Back in their order: the last one first, since each goes back to the head.
@@ -344,6 +402,13 @@ export class Replay {
     }
   }
 
+  #idOf(delivery: Delivery): string {
+    return readEnvelope(delivery.headers, {
+      messageId: delivery.properties.messageId,
+      routingKey: delivery.routingKey,
+    }).envelope.id
+  }
+
   #copy(delivery: Delivery, target: string): Parameters<Transport['publish']>[0] {
     const original = delivery.wireHeaders ?? delivery.headers
     const { envelope } = readEnvelope(delivery.headers, {
@@ -376,11 +441,17 @@ export class Replay {
       routingKey: target,
       body: delivery.body,
       headers,
-      properties: { ...delivery.properties, messageId: envelope.id },
+      // As every other copy: no user-id (the broker checks it against this connection's user)
+      // and no expiration; the id is the message-id only when it fits (docs/design.md §16).
+      properties: republishedProperties(delivery.properties, envelope.id),
       persistent: true,
       mandatory: true,
     }
   }
+}
+
+function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true && error instanceof Error && error.name === 'AbortError'
 }
 
 /** `orders.placed.dlq` → `orders.placed`; `orders.placed.parked` → `orders.placed`. */

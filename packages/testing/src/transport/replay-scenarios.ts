@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   ConfigurationError,
+  ReplayStoppedError,
   Topology,
   headerInteger,
   readEnvelope,
@@ -134,9 +135,35 @@ export function replayScenarios(name: string, target: ScenarioTarget): void {
       const { body, properties } = deadLettered('order-3')
       await probe.sendRaw(dlq, body, properties)
       const missing = uniqueName('replay.nowhere')
-      await expect(mq.replay(dlq).into(missing).replayAll()).rejects.toThrow(/not confirmed/)
+      const stopped = await mq
+        .replay(dlq)
+        .into(missing)
+        .replayAll()
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+      expect(stopped).toBeInstanceOf(ReplayStoppedError)
+      expect(stopped).toMatchObject({ moved: 0, notWritten: ['order-3'] })
+      expect(String((stopped as Error).message)).toMatch(
+        /stopped after moving 0 message\(s\): message 'order-3' could not be written \(.*\)/,
+      )
       expect(await probe.count(dlq)).toBe(1)
       expect(await idsIn(probe, dlq)).toEqual(['order-3'])
+    })
+
+    it('replays a foreign message whose 300-byte id cannot be an AMQP message-id, the id kept in x-acemq-id', async () => {
+      const id = `foreign-${'x'.repeat(292)}`
+      const { body, properties } = deadLettered(id)
+      const { messageId: _tooLong, ...withoutMessageId } = properties
+      await probe.sendRaw(dlq, body, withoutMessageId)
+
+      expect(await mq.replay(dlq).replayAll()).toBe(1)
+
+      expect(await probe.count(dlq)).toBe(0)
+      const copy = await probe.get(queue)
+      expect(copy?.messageId).toBeUndefined()
+      expect(readEnvelope(copy?.headers, { routingKey: queue }).envelope.id).toBe(id)
     })
 
     it('peeks without removing anything or changing the order', async () => {

@@ -67,8 +67,8 @@ export {
   type ReplayProgress,
   type ReplayRunOptions,
 } from './replay/replay.js'
+export { OrderedConsumer } from './ordered/ordered-consumer.js'
 export {
-  OrderedConsumer,
   OrderedQueue,
   OrderedQueueBuilder,
   DEFAULT_ORDERED_ATTEMPTS,

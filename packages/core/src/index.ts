@@ -63,10 +63,12 @@ export {
   REPLAY_COUNT_HEADER,
   REPLAYED_AT_HEADER,
   REPLAYED_FROM_HEADER,
+  type PeekOptions,
   type ReplayMessage,
   type ReplayProgress,
   type ReplayRunOptions,
 } from './replay/replay.js'
+export type { GiveBack } from './replay/queue-reader.js'
 export { OrderedConsumer } from './ordered/ordered-consumer.js'
 export {
   OrderedQueue,

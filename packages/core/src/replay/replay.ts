@@ -11,6 +11,7 @@ import { AceMqError, ConfigurationError, abortError, describeError } from '../er
 import { ErrorCodes, errorCodeOf, type ErrorCode } from '../error-codes.js'
 import { sleep } from '../internal/timers.js'
 import { validateQueueName } from '../retry/queue-names.js'
+import { QueueReader, type GiveBack } from './queue-reader.js'
 import type { Delivery, Headers, Transport } from '../transport/transport.js'
 
 /** The header naming the queue a replayed message came from. */
@@ -109,6 +110,18 @@ export interface ReplayRunOptions {
   readonly onProgress?: (progress: ReplayProgress) => void
   /** Stops the run between windows; the messages not yet taken stay on the source. */
   readonly signal?: AbortSignal
+  /** Told, at the end, how many messages were given back to the source and how. */
+  readonly onReturned?: (giveBack: GiveBack) => void
+}
+
+/** Options of a peek. */
+export interface PeekOptions {
+  /**
+   * Told how many messages the peek gave back to the queue, and whether it had to take the
+   * whole queue round to keep its order (a RabbitMQ 3.x quorum queue). Each is a return: on
+   * RabbitMQ 4 every return counts toward a quorum queue's delivery limit (20 by default).
+   */
+  readonly onReturned?: (giveBack: GiveBack) => void
 }
 
 /** What a replay needs from its connection. Internal to core. */
@@ -259,78 +272,75 @@ export class Replay {
     const total = await transport.queueLength(this.source)
     let moved = 0
     let scanned = 0
-    // Deliveries the filter left: held until the end, then put back in their order.
-    const left: Delivery[] = []
-    let exhausted = false
+    // Holds what the filter left, and copies that failed, until the end: then back in order.
+    const reader = new QueueReader(transport, this.source)
+    let failed = true
     try {
-      try {
-        while (moved < max && scanned < total && !exhausted) {
-          if (options.signal?.aborted) throw abortError(options.signal)
-          const window: Delivery[] = []
-          while (window.length < REPLAY_WINDOW && moved + window.length < max && scanned < total) {
-            const delivery = await transport.getOne(this.source)
-            if (delivery === undefined) {
-              exhausted = true
-              break
-            }
-            scanned++
-            if (filter === undefined || filter(this.#view(delivery))) window.push(delivery)
-            else {
-              left.push(delivery)
-              options.onProgress?.({ moved, scanned, total })
-            }
+      while (moved < max && scanned < total) {
+        if (options.signal?.aborted) throw abortError(options.signal)
+        const window: Delivery[] = []
+        let exhausted = false
+        while (window.length < REPLAY_WINDOW && moved + window.length < max && scanned < total) {
+          const delivery = await reader.next()
+          if (delivery === undefined) {
+            exhausted = true
+            break
           }
-          if (window.length === 0) continue
-          const results = await Promise.allSettled(
-            window.map((delivery) => transport.publish(this.#copy(delivery, target))),
-          )
-          const failures: unknown[] = []
-          const notWritten: string[] = []
-          results.forEach((result, i) => {
-            const delivery = window[i] as Delivery
-            if (result.status === 'fulfilled') {
-              // Confirmed and routed: only now is the original removed.
-              delivery.ack()
-              moved++
-            } else {
-              failures.push(result.reason)
-              notWritten.push(this.#idOf(delivery))
-              delivery.nack(true)
-            }
-          })
-          options.onProgress?.({ moved, scanned, total })
-          if (failures.length > 0) {
-            throw new ReplayStoppedError(
-              this.source,
-              target,
-              moved,
-              notWritten,
-              failures.length === 1 ? failures[0] : new AggregateError(failures),
-            )
-          }
+          scanned++
+          if (filter === undefined || filter(this.#view(delivery))) window.push(delivery)
+          else options.onProgress?.({ moved, scanned, total })
         }
-      } catch (error) {
-        // The count of what went before is the operator's to know, whatever stopped it.
-        if (error instanceof ReplayStoppedError || isAbort(error, options.signal)) throw error
-        throw new ReplayStoppedError(this.source, target, moved, [], error)
+        const results = await Promise.allSettled(
+          window.map((delivery) => transport.publish(this.#copy(delivery, target))),
+        )
+        const failures: unknown[] = []
+        const notWritten: string[] = []
+        results.forEach((result, i) => {
+          const delivery = window[i] as Delivery
+          if (result.status === 'fulfilled') {
+            // Confirmed and routed: only now is the original removed.
+            reader.remove(delivery)
+            moved++
+          } else {
+            failures.push(result.reason)
+            notWritten.push(this.#idOf(delivery))
+          }
+        })
+        if (window.length > 0) options.onProgress?.({ moved, scanned, total })
+        if (failures.length > 0) {
+          throw new ReplayStoppedError(
+            this.source,
+            target,
+            moved,
+            notWritten,
+            failures.length === 1 ? failures[0] : new AggregateError(failures),
+          )
+        }
+        if (exhausted) break
       }
+      failed = false
+    } catch (error) {
+      // The count of what went before is the operator's to know, whatever stopped it.
+      if (error instanceof ReplayStoppedError || isAbort(error, options.signal)) throw error
+      throw new ReplayStoppedError(this.source, target, moved, [], error)
     } finally {
-      // Back in their order: the last one first, since each goes back to the head.
-      for (let i = left.length - 1; i >= 0; i--) left[i]?.nack(true)
+      await this.#giveBack(reader, failed, options.onReturned)
     }
     return moved
   }
 
   /**
    * Looks at up to `count` messages at the head of the source queue without removing them:
-   * each is taken unacknowledged and put back where it was.
+   * each is taken unacknowledged and given back in its place. On a RabbitMQ 3.x quorum queue,
+   * which puts a message given back behind the others, the rest of the queue is taken and
+   * given back too, to keep the order; `options.onReturned` hears what that cost.
    *
    * @example
    * ```ts
    * for (const m of await replay.peek(5)) console.log(m.envelope.id, m.envelope.error)
    * ```
    */
-  async peek(count: number): Promise<ReplayMessage[]> {
+  async peek(count: number, options: PeekOptions = {}): Promise<ReplayMessage[]> {
     if (!Number.isSafeInteger(count) || count < 0) {
       throw new ConfigurationError(
         `peek(count) must be a whole number of at least 0; got ${String(count)}`,
@@ -339,19 +349,37 @@ export class Replay {
     const transport = this.#transport('getOne')
     this.#host.assertOpen()
     const before = await transport.queueLength(this.source)
-    const taken: Delivery[] = []
+    const reader = new QueueReader(transport, this.source)
+    const views: ReplayMessage[] = []
+    let failed = true
     try {
-      while (taken.length < count) {
-        const delivery = await transport.getOne(this.source)
+      while (views.length < count) {
+        const delivery = await reader.next()
         if (delivery === undefined) break
-        taken.push(delivery)
+        views.push(this.#view(delivery))
       }
-      return taken.map((delivery) => this.#view(delivery))
+      failed = false
+      return views
     } finally {
-      for (let i = taken.length - 1; i >= 0; i--) taken[i]?.nack(true)
+      await this.#giveBack(reader, failed, options.onReturned)
       // A broker takes put-backs in its own time: answer once they are back (or after 2 s, if
       // another consumer is taking messages meanwhile), so a count right after sees them.
-      if (taken.length > 0) await this.#whenBack(transport, before)
+      if (views.length > 0 && !failed) await this.#whenBack(transport, before)
+    }
+  }
+
+  /** Gives back what `reader` holds; when the run failed already, its error is the one to see. */
+  async #giveBack(
+    reader: QueueReader,
+    failed: boolean,
+    onReturned: ((giveBack: GiveBack) => void) | undefined,
+  ): Promise<void> {
+    try {
+      const giveBack = await reader.giveBack()
+      onReturned?.(giveBack)
+    } catch (error) {
+      // Whatever was not given back goes back when its channel closes, in some order.
+      if (!failed) throw error
     }
   }
 

@@ -75,6 +75,7 @@ export {
   OrderedQueueBuilder,
   DEFAULT_ORDERED_ATTEMPTS,
   DEFAULT_ORDERED_RETRY_DELAY,
+  ORDERED_KEY_HEADER,
   type FailureMode,
   type OnFailureOptions,
 } from './ordered/ordered-queue.js'

@@ -43,6 +43,12 @@ export const DEFAULT_ORDERED_RETRY_DELAY = 1_000
 
 const MAX_ATTEMPTS = 1_000
 const FAILURE_MODES: readonly FailureMode[] = ['stop', 'retry-in-place', 'skip']
+/**
+ * The header an ordered queue's message carries its key in (an application header, kept on
+ * every copy): what `acemq dlq peek` shows beside the partition.
+ */
+export const ORDERED_KEY_HEADER = 'acemq-ordered-key'
+
 /** RabbitMQ: one consumer of the queue at a time gets its messages; the others wait their turn. */
 const SINGLE_ACTIVE_CONSUMER = 'x-single-active-consumer'
 
@@ -356,11 +362,14 @@ export class OrderedQueue<T> {
    * throws or does not return a string, and nothing is sent.
    */
   async send(payload: T, options: SendOptions = {}): Promise<void> {
-    const partition = this.partitionOf(this.#keyOfPayload(payload))
+    const key = this.#keyOfPayload(payload)
+    const partition = this.partitionOf(key)
     const publisher = (this.#publishers[partition] ??= this.#host.publisher<T>(
       this.queues[partition] as string,
     ))
-    await publisher.send(payload, { type: this.name, ...options })
+    // The key travels, so an operator looking into a partition's dead letters can read it.
+    const headers = { ...options.headers, [ORDERED_KEY_HEADER]: key }
+    await publisher.send(payload, { type: this.name, ...options, headers })
   }
 
   /**

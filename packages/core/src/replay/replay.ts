@@ -51,7 +51,9 @@ export class ReplayStoppedError extends AceMqError {
     readonly moved: number,
     readonly notWritten: readonly string[],
     cause: unknown,
-    code: ErrorCode = errorCodeOf(cause) ?? ErrorCodes.PUBLISH_FAILED,
+    code: ErrorCode = errorCodeOf(cause) ??
+      (cause instanceof AggregateError ? errorCodeOf(cause.errors[0]) : undefined) ??
+      ErrorCodes.PUBLISH_FAILED,
   ) {
     super(
       `replay of '${source}' into '${target}' stopped after moving ${moved} message(s): ${stopReason(notWritten, cause)}; every message not moved is still on '${source}'`,
@@ -92,6 +94,16 @@ export interface ReplayMessage {
   readonly payload: unknown
   /** How many times it was replayed before (the current or legacy count header, 0 without). */
   readonly replayCount: number
+  /**
+   * Every header as it arrived, `x-acemq-*` included: a pipeline step's message carries its
+   * route there (`readRoute(message.wireHeaders)`).
+   */
+  readonly wireHeaders: Readonly<Headers>
+  /**
+   * How many times a quorum queue has had it back before (its `x-delivery-count`), 0 without:
+   * on RabbitMQ 4 each return counts toward the queue's delivery limit.
+   */
+  readonly returns: number
 }
 
 /** What a replay reports as it goes. */
@@ -420,6 +432,8 @@ export class Replay {
       body: delivery.body,
       contentType,
       replayCount: replayCountOf(delivery.headers),
+      wireHeaders: delivery.wireHeaders ?? delivery.headers,
+      returns: Math.max(0, headerInteger(delivery.headers['x-delivery-count']) ?? 0),
       get payload(): unknown {
         const codec = codecs.find(contentType)
         if (codec === undefined) {

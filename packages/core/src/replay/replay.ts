@@ -484,7 +484,7 @@ export class Replay {
       body: delivery.body,
       headers,
       // As every other copy: no user-id (the broker checks it against this connection's user)
-      // and no expiration; the id is the message-id only when it fits (docs/design.md §16).
+      // and no expiration; the id is the message-id only when it fits (docs/design.md §17).
       properties: republishedProperties(delivery.properties, envelope.id),
       persistent: true,
       mandatory: true,

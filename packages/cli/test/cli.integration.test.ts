@@ -96,12 +96,19 @@ describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
     expect(run.stdout).toContain('1. m-0  attempt 3  age 2h')
     expect(run.stdout).toContain('reason: gave up after 3 attempt(s): boom 2')
     expect(run.stdout).not.toContain('m-3')
+    // A classic queue takes each back in its place: 3 returns, and the first once more.
+    expect(run.stdout).toContain(
+      "gave back 4 message(s); on RabbitMQ 4 each return counts toward a quorum queue's delivery limit",
+    )
     const json = await runCli(['--json', 'dlq', 'peek', `${queue}.dlq`, '--count', '2'], {
       env: { AMQP_URL },
     })
     const parsed = JSON.parse(json.stdout) as {
       messages: { id: string; attempt: number; reason: string }[]
+      returned: number
+      wentRound: boolean
     }
+    expect([parsed.returned, parsed.wentRound]).toEqual([3, false])
     expect(parsed.messages.map((m) => [m.id, m.attempt, m.reason])).toEqual([
       ['m-0', 3, 'gave up after 3 attempt(s): boom 0'],
       ['m-1', 3, 'gave up after 3 attempt(s): boom 1'],

@@ -116,6 +116,7 @@ export class QueueReader {
     // The first message went behind the others: take the queue round to it.
     const round: Delivery[] = [head]
     let again: Delivery | undefined
+    let returned = 1
     try {
       for (;;) {
         const next = await this.#transport.getOne(this.#queue)
@@ -128,9 +129,9 @@ export class QueueReader {
       }
     } finally {
       const inOrder = [...(again === undefined ? [] : [again]), ...held.slice(1), ...round]
-      nackAll(inOrder)
+      returned += nackAll(inOrder)
     }
-    return { returned: held.length + round.length + 1, cycled: true }
+    return { returned, cycled: true }
   }
 
   #forget(delivery: Delivery): void {

@@ -7,6 +7,7 @@ import {
   ReplayStoppedError,
   Topology,
   errorCodeOf,
+  type GiveBack,
   type OutgoingMessage,
 } from '../../src/index.js'
 
@@ -91,6 +92,54 @@ describe('a replay cut off', () => {
     expect(stopped).toMatchObject({ moved: 100, notWritten: [] })
     expect((stopped as Error).message).toMatch(/stopped after moving 100 message\(s\)/)
     expect(transport.messageCount('copies.cut-off')).toBe(100)
+    await mq.close()
+  })
+})
+
+describe('giving back on a quorum queue that puts a message given back behind the others', () => {
+  // RabbitMQ 3.x: no delivery limit, and a nack with requeue goes to the back.
+  async function queueOf(count: number): Promise<{ transport: InMemoryTransport; mq: AceMq }> {
+    const transport = new InMemoryTransport()
+    const mq = await AceMq.connect(transport)
+    await mq.applyTopology(
+      Topology.define()
+        .queue('round', { arguments: { 'x-delivery-limit': -1 } })
+        .queue('round.into'),
+    )
+    for (let i = 1; i <= count; i++) {
+      await transport.publish({
+        exchange: '',
+        routingKey: 'round',
+        body: Buffer.from(String(i)),
+        headers: { 'x-acemq-id': `r-${i}` },
+        properties: {},
+        persistent: true,
+        mandatory: true,
+      })
+    }
+    return { transport, mq }
+  }
+
+  const ids = (transport: InMemoryTransport, queue: string): string[] =>
+    transport.peek(queue).map((m) => String(m.headers['x-acemq-id']))
+
+  it('takes the queue round on a peek and says what it cost', async () => {
+    const { transport, mq } = await queueOf(6)
+    const returns: GiveBack[] = []
+    const seen = await mq.replay('round').peek(2, { onReturned: (r) => returns.push(r) })
+    expect(seen.map((m) => m.envelope.id)).toEqual(['r-1', 'r-2'])
+    expect(ids(transport, 'round')).toEqual(['r-1', 'r-2', 'r-3', 'r-4', 'r-5', 'r-6'])
+    expect(returns).toEqual([{ returned: 7, cycled: true }])
+    await mq.close()
+  })
+
+  it('leaves what a limited, filtered replay passed over in its order', async () => {
+    const { transport, mq } = await queueOf(6)
+    const even = (message: { envelope: { id: string } }): boolean =>
+      Number(message.envelope.id.slice(2)) % 2 === 0
+    expect(await mq.replay('round').into('round.into').replay(2, even)).toBe(2)
+    expect(ids(transport, 'round')).toEqual(['r-1', 'r-3', 'r-5', 'r-6'])
+    expect(ids(transport, 'round.into')).toEqual(['r-2', 'r-4'])
     await mq.close()
   })
 })

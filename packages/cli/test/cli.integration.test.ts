@@ -194,12 +194,14 @@ describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
     const url = new URL(AMQP_URL)
     const run = await runCli(['health'], { env: { AMQP_URL } })
     expect(run.code).toBe(0)
-    expect(run.stdout).toMatch(/^UP\nconnection: UP/)
+    expect(run.stdout).toMatch(/^UP\nbroker .*, vhost \/\nconnection: UP/)
     if (url.password !== '') expect(run.stdout).not.toContain(`:${url.password}@`)
     const json = JSON.parse((await runCli(['health', '--json'], { env: { AMQP_URL } })).stdout) as {
       status: string
+      broker: string
+      vhost: string
     }
-    expect(json.status).toBe('UP')
+    expect(json).toMatchObject({ status: 'UP', broker: redacted, vhost: '/' })
   })
 })
 

@@ -259,7 +259,7 @@ function peekCost(gaveBack: GiveBack): string | undefined {
   const round = gaveBack.cycled
     ? ' (the queue puts a message given back behind the others — a RabbitMQ 3.x quorum queue — so all of it went round to keep its order)'
     : ''
-  return `gave back ${gaveBack.returned} message(s)${round}; on RabbitMQ 4 each return counts toward a quorum queue's delivery limit (20 by default)`
+  return `gave back ${gaveBack.returned} message(s)${round}; on RabbitMQ 4.0 to 4.2 each return counts toward a quorum queue's delivery limit (20 by default)`
 }
 
 function orderedReplayWarning(ordered: string, partition: number): string {

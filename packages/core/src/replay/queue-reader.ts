@@ -16,7 +16,7 @@ const MAX_PREFETCH = 65_535
 /** What giving messages back cost: how many returns the queue counted, and why. */
 export interface GiveBack {
   /**
-   * Messages handed back to the queue (each a return; on RabbitMQ 4 every return counts
+   * Messages handed back to the queue (each a return; RabbitMQ 4.0 to 4.2 count every return
    * toward a quorum queue's delivery limit).
    */
   readonly returned: number

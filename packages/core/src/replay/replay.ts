@@ -101,7 +101,7 @@ export interface ReplayMessage {
   readonly wireHeaders: Readonly<Headers>
   /**
    * How many times a quorum queue has had it back before (its `x-delivery-count`), 0 without:
-   * on RabbitMQ 4 each return counts toward the queue's delivery limit.
+   * RabbitMQ 4.0 to 4.2 count each return toward the queue's delivery limit.
    */
   readonly returns: number
 }
@@ -131,7 +131,8 @@ export interface PeekOptions {
   /**
    * Told how many messages the peek gave back to the queue, and whether it had to take the
    * whole queue round to keep its order (a RabbitMQ 3.x quorum queue). Each is a return: on
-   * RabbitMQ 4 every return counts toward a quorum queue's delivery limit (20 by default).
+   * RabbitMQ 4.0 to 4.2 every return counts toward a quorum queue's delivery limit (20 by
+   * default; 4.3 counts a basic.nack no more).
    */
   readonly onReturned?: (giveBack: GiveBack) => void
 }

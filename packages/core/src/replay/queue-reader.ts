@@ -83,12 +83,6 @@ export class QueueReader {
     delivery.ack()
   }
 
-  /** Gives a message it took back at once (nack with requeue), as a failed copy is. */
-  putBack(delivery: Delivery): void {
-    this.#forget(delivery)
-    delivery.nack(true)
-  }
-
   /** Gives back every message still held, in the order the queue had them. */
   async giveBack(): Promise<GiveBack> {
     const subscribed = this.#subscribed

@@ -241,7 +241,7 @@ interface Halt {
 interface PartitionState {
   /**
    * The message it halted on, until `resume(p)`; kept after its channel was lost, so the
-   * message halts again at once if it comes back here (docs/design.md §16).
+   * message halts again at once if it comes back here (docs/design.md §17).
    */
   halted: Halt | undefined
   /** Whether this process holds the halted message now: only then is the partition halted. */

@@ -29,7 +29,7 @@ export interface GiveBack {
 
 /**
  * Reads a queue from its head, one unacknowledged message at a time, and gives back the
- * messages it did not remove in the order they were in (docs/design.md §17).
+ * messages it did not remove in the order they were in (docs/design.md §18).
  *
  * A classic queue puts a message given back in its place, and a RabbitMQ 4 quorum queue at
  * the head, after those given back before it: giving them back first to last keeps the order
@@ -71,7 +71,7 @@ export class QueueReader {
     } catch (error) {
       if (!isLocked(error) || this.#held.length > 0) throw error
       // A quorum queue with a single active consumer refuses basic.get (RESOURCE_LOCKED), but
-      // not a consumer: read it by subscribing (docs/design.md §17).
+      // not a consumer: read it by subscribing (docs/design.md §18).
       this.#subscribed = await Subscribed.open(this.#transport, this.#queue, error)
       return this.#subscribed.next()
     }

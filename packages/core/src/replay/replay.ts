@@ -485,7 +485,7 @@ export class Replay {
       body: delivery.body,
       headers,
       // As every other copy: no user-id (the broker checks it against this connection's user)
-      // and no expiration; the id is the message-id only when it fits (docs/design.md §17).
+      // and no expiration; the id is the message-id only when it fits (docs/design.md §18).
       properties: republishedProperties(delivery.properties, envelope.id),
       persistent: true,
       mandatory: true,

@@ -6,7 +6,7 @@ function orderedReport(reports: readonly HealthReport[], name: string): HealthRe
   return reports.find((report) => report.name === `ordered:${name}`)
 }
 
-// docs/design.md §16: a halt belongs to the channel that holds the message.
+// docs/design.md §17: a halt belongs to the channel that holds the message.
 describe('an ordered partition whose channel is lost while it is halted', () => {
   const closing: AceMq[] = []
   afterEach(async () => {

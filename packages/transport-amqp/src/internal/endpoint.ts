@@ -285,7 +285,7 @@ export function resolveEndpoint(
     )
   }
   // A password that is the user name is not hidden in prose (URLs still hide it): hints name
-  // the user, and `rabbitmqctl set_permissions … 'guest'` must stay pasteable (docs/design.md §18).
+  // the user, and `rabbitmqctl set_permissions … 'guest'` must stay pasteable (docs/design.md §19).
   const user = userOf(target)
   const unique = [...new Set(secrets.filter((secret) => secret !== '' && secret !== user))]
   const mechanism =

@@ -8,6 +8,16 @@ export interface Output {
   result(human: string, json: unknown): void
   /** Writes a line to standard error. */
   note(line: string): void
+  /**
+   * Writes a failure as a JSON error object to standard output (`--json`): one document, as a
+   * result would be, so a script reads stdout either way.
+   */
+  error(
+    message: string,
+    code: string | undefined,
+    exitCode: number,
+    details?: Readonly<Record<string, unknown>>,
+  ): void
   /** Hides the password of `url` wherever it appears in `text`. */
   redact(text: string): string
 }
@@ -20,9 +30,9 @@ export function createOutput(options: {
   readonly json: boolean
   readonly url?: string | undefined
 }): Output {
-  // Only the password itself: the lines carry messages, whose own fields are not secrets of ours.
   const secrets = options.url === undefined ? [] : passwordForms(options.url)
-  const redact = (text: string): string => redactSecrets(text, secrets)
+  const user = userOf(options.url)
+  const redact = (text: string): string => redactSecrets(text, secrets, user)
   return {
     json: options.json,
     redact,
@@ -34,6 +44,25 @@ export function createOutput(options: {
     note(line) {
       process.stderr.write(`${redact(line)}\n`)
     },
+    error(message, code, exitCode, details = {}) {
+      const error = { message, ...(code === undefined ? {} : { code }), exitCode, ...details }
+      process.stdout.write(redact(`${JSON.stringify({ error }, jsonValue, 2)}\n`))
+    },
+  }
+}
+
+/** The user name of `url`, decoded; undefined when it has none. */
+function userOf(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined
+  const schemeEnd = url.indexOf('://')
+  const at = url.lastIndexOf('@')
+  if (schemeEnd < 0 || at < schemeEnd) return undefined
+  const info = url.slice(schemeEnd + 3, at)
+  const raw = info.split(':')[0] ?? ''
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return raw
   }
 }
 

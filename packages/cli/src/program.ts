@@ -1,10 +1,11 @@
 import { Command, CommanderError, Option } from 'commander'
-import { ErrorCodes, describeError, errorCodeOf } from '@acemq/core'
+import { ErrorCodes, ReplayStoppedError, describeError, errorCodeOf } from '@acemq/core'
 import { dlqCommands } from './commands/dlq.js'
 import { healthCommands } from './commands/health.js'
 import { outboxCommands } from './commands/outbox.js'
 import { sqlCommands } from './commands/sql.js'
 import { topologyCommands } from './commands/topology.js'
+import { brokerAbout, type BrokerAbout } from './broker.js'
 import { EXIT_CODES, UsageError } from './exit-codes.js'
 import { createOutput, type Output } from './output.js'
 
@@ -12,7 +13,12 @@ import { createOutput, type Output } from './output.js'
 export const DEFAULT_URL = 'amqp://localhost:5672'
 
 /** What every command reads from the global options. */
-export type CommandContext = (command: Command) => { readonly output: Output; readonly url: string }
+export type CommandContext = (command: Command) => {
+  readonly output: Output
+  readonly url: string
+  /** The broker (its URL without the password) and virtual host every answer names. */
+  readonly about: BrokerAbout
+}
 
 const VERSION = '0.1.0'
 
@@ -46,11 +52,16 @@ export function createProgram(): Command {
     .addHelpText(
       'after',
       `
-Exit codes: 0 done; 1 failed (broker out of reach, a publish failed, health DOWN); 2 usage error.`,
+Exit codes: 0 done; 1 failed (broker out of reach, a publish failed, health DOWN, nothing named exists); 2 usage error.
+With --json, standard output holds one JSON document: the result, or {"error": {...}} when it failed.`,
     )
   const context: CommandContext = (command) => {
     const globals = command.optsWithGlobals<{ url: string; json: boolean }>()
-    return { url: globals.url, output: createOutput({ json: globals.json, url: globals.url }) }
+    return {
+      url: globals.url,
+      output: createOutput({ json: globals.json, url: globals.url }),
+      about: brokerAbout(globals.url),
+    }
   }
   dlqCommands(program, context)
   topologyCommands(program, context)
@@ -71,7 +82,8 @@ function allCommands(command: Command): Command[] {
 
 /**
  * Runs `acemq` with `argv` (as `process.argv`) and resolves with the exit code: 0 done, 1
- * failed, 2 usage error. Errors are printed to standard error without the URL's password.
+ * failed, 2 usage error. Errors are printed to standard error without the URL's password; with
+ * `--json` also to standard output as `{"error": {"message", "code", "exitCode", …}}`.
  *
  * @example
  * ```ts
@@ -81,7 +93,8 @@ function allCommands(command: Command): Command[] {
 export async function main(argv: readonly string[]): Promise<number> {
   const program = createProgram()
   const url = urlIn(argv)
-  const output = createOutput({ json: false, url })
+  const json = jsonIn(argv)
+  const output = createOutput({ json, url })
   try {
     await program.parseAsync([...argv])
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT_CODES.ok
@@ -92,16 +105,37 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
       if (error.code === 'commander.help') return EXIT_CODES.ok
       // Commander has printed the message already.
+      if (json) output.error(error.message.replace(/^error: /, ''), usageCode, EXIT_CODES.usage)
       return EXIT_CODES.usage
     }
     const code = errorCodeOf(error)
     if (error instanceof UsageError || code === ErrorCodes.CONFIGURATION) {
       output.note(`error: ${describeError(error)}`)
+      if (json) output.error(describeError(error), code ?? usageCode, EXIT_CODES.usage)
       return EXIT_CODES.usage
     }
     output.note(`error: ${describeError(error)}${code === undefined ? '' : ` (${code})`}`)
+    if (json) output.error(describeError(error), code, EXIT_CODES.failed, stopDetails(error))
     return EXIT_CODES.failed
   }
+}
+
+/** The code a usage error carries in a JSON error object. */
+const usageCode = 'USAGE'
+
+/** A replay that stopped: how many it had moved, and which messages it could not write. */
+function stopDetails(error: unknown): Record<string, unknown> {
+  if (!(error instanceof ReplayStoppedError)) return {}
+  return { moved: error.moved, notWritten: error.notWritten }
+}
+
+/** Whether `--json` was given (before a `--`), read before parsing so a usage error sees it. */
+function jsonIn(argv: readonly string[]): boolean {
+  for (const arg of argv.slice(2)) {
+    if (arg === '--') return false
+    if (arg === '--json') return true
+  }
+  return false
 }
 
 /** The URL the run will use, read before parsing so an early error can hide its password too. */

@@ -6,6 +6,13 @@ import { runCli } from './support/run-cli.js'
 
 const hasRabbit = await requireRabbit()
 
+/** The broker line every answer starts with: the URL without its password. */
+const redacted = (() => {
+  const url = new URL(AMQP_URL)
+  if (url.password !== '') url.password = '***'
+  return url.toString().replace(/\/$/, '')
+})()
+
 /** Puts `count` dead-lettered messages on `queue` with one confirm wait. */
 async function fill(admin: AmqpAdmin, queue: string, count: number, prefix = 'm'): Promise<void> {
   const channel = admin.channel
@@ -64,10 +71,14 @@ describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
       env: { AMQP_URL },
     })
     expect(human.code).toBe(0)
+    expect(human.stdout.split('\n')[0]).toBe(`broker ${redacted}, vhost /`)
     expect(human.stdout).toMatch(new RegExp(`${queue.replace('.', '\\.')}\\.dlq\\s+3`))
     expect(human.stdout).toContain(`not declared: ${queue}.parked, ${queue}-gone.dlq`)
     const json = await runCli(['--json', 'dlq', 'list', '--queues', queue, '--url', AMQP_URL])
     expect(JSON.parse(json.stdout)).toEqual({
+      broker: redacted,
+      vhost: '/',
+      named: [{ name: queue, kind: 'queue', sources: [queue] }],
       queues: [{ queue: `${queue}.dlq`, messages: 3 }],
       missing: [`${queue}.parked`],
     })
@@ -85,12 +96,19 @@ describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
     expect(run.stdout).toContain('1. m-0  attempt 3  age 2h')
     expect(run.stdout).toContain('reason: gave up after 3 attempt(s): boom 2')
     expect(run.stdout).not.toContain('m-3')
+    // A classic queue takes each back in its place: 3 returns, and the first once more.
+    expect(run.stdout).toContain(
+      "gave back 4 message(s); on RabbitMQ 4.0 to 4.2 each return counts toward a quorum queue's delivery limit",
+    )
     const json = await runCli(['--json', 'dlq', 'peek', `${queue}.dlq`, '--count', '2'], {
       env: { AMQP_URL },
     })
     const parsed = JSON.parse(json.stdout) as {
       messages: { id: string; attempt: number; reason: string }[]
+      returned: number
+      wentRound: boolean
     }
+    expect([parsed.returned, parsed.wentRound]).toEqual([3, false])
     expect(parsed.messages.map((m) => [m.id, m.attempt, m.reason])).toEqual([
       ['m-0', 3, 'gave up after 3 attempt(s): boom 0'],
       ['m-1', 3, 'gave up after 3 attempt(s): boom 1'],
@@ -132,6 +150,8 @@ describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
     )
     expect(run.code).toBe(0)
     expect(JSON.parse(run.stdout)).toEqual({
+      broker: redacted,
+      vhost: '/',
       source: `${queue}.dlq`,
       target: other,
       moved: 3,
@@ -150,8 +170,19 @@ describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
       env: { AMQP_URL },
     })
     expect(missing.code).toBe(1)
-    expect(missing.stderr).toContain('not confirmed')
+    expect(missing.stderr).toContain(
+      `error: replay of '${queue}.dlq' into '${queue}-nowhere' stopped after moving 0 message(s): message 'm-0' could not be written (`,
+    )
     expect(await admin.count(`${queue}.dlq`)).toBe(2)
+    const json = await runCli(
+      ['--json', 'dlq', 'replay', `${queue}.dlq`, '--into', `${queue}-nowhere`],
+      { env: { AMQP_URL } },
+    )
+    expect(json.code).toBe(1)
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      error: { code: 'ACEMQ_UNROUTABLE', exitCode: 1, moved: 0, notWritten: ['m-0', 'm-1'] },
+    })
+    expect(await drainIds(admin, `${queue}.dlq`)).toEqual(['m-0', 'm-1'])
     const itself = await runCli(['dlq', 'replay', `${queue}.dlq`, '--into', `${queue}.dlq`], {
       env: { AMQP_URL },
     })
@@ -163,11 +194,139 @@ describe.runIf(hasRabbit)('acemq against RabbitMQ (the built binary)', () => {
     const url = new URL(AMQP_URL)
     const run = await runCli(['health'], { env: { AMQP_URL } })
     expect(run.code).toBe(0)
-    expect(run.stdout).toMatch(/^UP\nconnection: UP/)
+    expect(run.stdout).toMatch(/^UP\nbroker .*, vhost \/\nconnection: UP/)
     if (url.password !== '') expect(run.stdout).not.toContain(`:${url.password}@`)
     const json = JSON.parse((await runCli(['health', '--json'], { env: { AMQP_URL } })).stdout) as {
       status: string
+      broker: string
+      vhost: string
     }
-    expect(json.status).toBe('UP')
+    expect(json).toMatchObject({ status: 'UP', broker: redacted, vhost: '/' })
+  })
+})
+
+describe.runIf(hasRabbit)('acemq and the library’s own queues (the built binary)', () => {
+  let admin: AmqpAdmin
+  const queues: string[] = []
+  const declareAll = async (...names: string[]): Promise<void> => {
+    for (const name of names) {
+      queues.push(name)
+      await admin.channel.assertQueue(name, { durable: true })
+    }
+  }
+
+  beforeAll(async () => {
+    admin = await AmqpAdmin.open()
+  })
+
+  afterAll(async () => {
+    await admin.deleteQueues(...queues)
+    await admin.close()
+  })
+
+  it('expands an ordered queue to its partitions’ dead-letter queues, found on the broker, or with --partitions', async () => {
+    const ledger = uniqueName('cli.ledger')
+    for (let p = 0; p < 3; p++) {
+      await declareAll(`${ledger}.${p}`, `${ledger}.${p}.dlq`, `${ledger}.${p}.parked`)
+    }
+    await fill(admin, `${ledger}.2.dlq`, 1)
+    const run = await runCli(['dlq', 'list', '--queues', ledger], { env: { AMQP_URL } })
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain(
+      `${ledger}: ordered queue, 3 partition(s) (${ledger}.0 … ${ledger}.2)`,
+    )
+    expect(run.stdout).toMatch(new RegExp(`${ledger.replace('.', '\\.')}\\.2\\.dlq\\s+1`))
+    expect(run.stdout).not.toContain('not declared')
+    const json = await runCli(['--json', 'dlq', 'list', '--queues', ledger, '--partitions', '4'], {
+      env: { AMQP_URL },
+    })
+    const parsed = JSON.parse(json.stdout) as { queues: { queue: string }[]; missing: string[] }
+    expect(parsed.queues).toHaveLength(6)
+    expect(parsed.missing).toEqual([`${ledger}.3.dlq`, `${ledger}.3.parked`])
+  })
+
+  it('expands a pipeline to its steps’ dead-letter queues with --steps, and says to use it when the name is no queue', async () => {
+    const checkout = uniqueName('cli.checkout')
+    for (const step of ['reserve', 'charge', 'ship']) {
+      await declareAll(
+        `${checkout}.${step}`,
+        `${checkout}.${step}.dlq`,
+        `${checkout}.${step}.parked`,
+      )
+    }
+    await fill(admin, `${checkout}.charge.dlq`, 2)
+    const run = await runCli(
+      ['dlq', 'list', '--queues', checkout, '--steps', 'reserve,charge,ship'],
+      { env: { AMQP_URL } },
+    )
+    expect(run.code).toBe(0)
+    expect(run.stdout).toMatch(new RegExp(`${checkout.replace('.', '\\.')}\\.charge\\.dlq\\s+2`))
+    expect(run.stdout.match(/\.dlq|\.parked/g)).toHaveLength(6)
+    const bare = await runCli(['dlq', 'list', '--queues', checkout], { env: { AMQP_URL } })
+    expect(bare.code).toBe(1)
+    expect(bare.stdout).toContain(`${checkout}: no such queue`)
+    expect(bare.stdout).toContain('--steps')
+  })
+
+  it('names the broker and vhost, and exits 1 when nothing it was asked about exists there', async () => {
+    const gone = uniqueName('cli.gone')
+    const run = await runCli(['dlq', 'list', '--queues', gone], { env: { AMQP_URL } })
+    expect(run.code).toBe(1)
+    expect(run.stdout).toContain(`broker ${redacted}, vhost /`)
+    expect(run.stdout).toContain('no dead-letter or parked queue found')
+  })
+
+  it('peeks at a pipeline message’s step and route and an ordered message’s partition and key, warning where a replay goes', async () => {
+    const checkout = uniqueName('cli.fulfil')
+    const ledger = uniqueName('cli.nc')
+    await declareAll(`${checkout}.charge.dlq`, `${ledger}.0`, `${ledger}.2`, `${ledger}.2.dlq`)
+    admin.channel.sendToQueue(`${checkout}.charge.dlq`, Buffer.from('{}'), {
+      headers: {
+        'x-acemq-id': 'run-1',
+        'x-acemq-type': `${checkout}.reserve`,
+        'x-acemq-route': 'reserve,charge,ship',
+        'x-acemq-route-position': 1,
+        'x-acemq-error': 'card declined',
+      },
+    })
+    admin.channel.sendToQueue(`${ledger}.2.dlq`, Buffer.from('{}'), {
+      headers: {
+        'x-acemq-id': 'entry-9',
+        'x-acemq-type': ledger,
+        'acemq-ordered-key': 'acct-7',
+        'x-acemq-error': 'gave up after 3 attempt(s): bad amount',
+      },
+    })
+    await admin.channel.waitForConfirms()
+    const pipeline = await runCli(['dlq', 'peek', `${checkout}.charge.dlq`], { env: { AMQP_URL } })
+    expect(pipeline.code).toBe(0)
+    expect(pipeline.stdout).toContain('   step: charge (2 of 3)  route: reserve,charge,ship')
+    const ordered = await runCli(['--json', 'dlq', 'peek', `${ledger}.2.dlq`], {
+      env: { AMQP_URL },
+    })
+    const parsed = JSON.parse(ordered.stdout) as {
+      messages: { partition: number; key: string }[]
+      warning: string
+    }
+    expect(parsed.messages[0]).toMatchObject({ partition: 2, key: 'acct-7' })
+    expect(parsed.warning).toContain('goes to the back of the partition')
+    const replay = await runCli(['dlq', 'replay', `${ledger}.2.dlq`], { env: { AMQP_URL } })
+    expect(replay.code).toBe(0)
+    expect(replay.stderr).toContain(
+      `warning: ${ledger}.2 is partition 2 of the ordered queue ${ledger}: a replayed message goes to the back of the partition`,
+    )
+  })
+
+  it('prints a permission hint that can be pasted: the user name shown, the password hidden', async () => {
+    const url = new URL(AMQP_URL)
+    const vhost = uniqueName('nope')
+    url.pathname = `/${vhost}`
+    const run = await runCli(['dlq', 'list', '--queues', 'orders', '--url', url.toString()])
+    expect(run.code).toBe(1)
+    const user = decodeURIComponent(url.username)
+    expect(run.stderr).toContain(
+      `rabbitmqctl set_permissions -p '${vhost}' '${user}' '.*' '.*' '.*'`,
+    )
+    if (url.password !== '' && url.password !== user) expect(run.stderr).not.toContain(url.password)
   })
 })

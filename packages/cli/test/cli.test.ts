@@ -3,6 +3,7 @@ import {
   SQL_DIALECTS,
   idempotencyTableStatements,
   outboxTableStatements,
+  redactSecrets,
   sqlScript,
 } from '@acemq/core/spi'
 import { runCli } from './support/run-cli.js'
@@ -128,5 +129,64 @@ describe('acemq without a broker', () => {
     expect(replay.code).toBe(1)
     expect(replay.stderr).toMatch(/^error: /)
     expect(replay.stderr).not.toContain(encodeURIComponent(secret))
+  })
+
+  it('exits 2 for a queue name over 255 bytes, naming the argument, before it connects', async () => {
+    const name = 'q'.repeat(256)
+    const run = await runCli(['dlq', 'list', '--queues', name, '--url', 'amqp://127.0.0.1:1'])
+    expect(run.code).toBe(2)
+    expect(run.stderr).toContain('--queues')
+    expect(run.stderr).toContain('256 bytes')
+    const derived = await runCli([
+      'dlq',
+      'list',
+      '--queues',
+      'q'.repeat(252),
+      '--url',
+      'amqp://127.0.0.1:1',
+    ])
+    expect(derived.code).toBe(2)
+    expect(derived.stderr).toContain('.dlq')
+  })
+
+  it('with --json, prints every error as one JSON object on standard output', async () => {
+    const usage = await runCli(['--json', 'dlq', 'list', '--queues', 'q'.repeat(256)])
+    expect(usage.code).toBe(2)
+    expect(JSON.parse(usage.stdout)).toMatchObject({ error: { code: 'USAGE', exitCode: 2 } })
+    const option = await runCli(['--json', 'store', 'sql', '--colour'])
+    expect(option.code).toBe(2)
+    expect(JSON.parse(option.stdout)).toMatchObject({
+      error: { code: 'USAGE', exitCode: 2, message: "unknown option '--colour'" },
+    })
+    const secret = 's3cr#t'
+    const down = await runCli([
+      '--json',
+      'dlq',
+      'peek',
+      'orders.dlq',
+      '--url',
+      `amqp://ops:${encodeURIComponent(secret)}@127.0.0.1:1`,
+    ])
+    expect(down.code).toBe(1)
+    const parsed = JSON.parse(down.stdout) as { error: { code: string; message: string } }
+    expect(parsed.error.code).toBe('ACEMQ_CONNECTION_FAILED')
+    expect(parsed.error.message).toContain('amqp://ops:***@127.0.0.1:1')
+    expect(down.stdout).not.toContain(encodeURIComponent(secret))
+  })
+
+  it('hides the password but never the user name, even when they are the same', () => {
+    expect(
+      redactSecrets(
+        "user 'guest' at amqp://guest:guest@rabbit: rabbitmqctl set_permissions -p 'x' 'guest'",
+        ['guest'],
+        'guest',
+      ),
+    ).toBe("user 'guest' at amqp://guest:***@rabbit: rabbitmqctl set_permissions -p 'x' 'guest'")
+    expect(redactSecrets("user 'opsadmin', password ops", ['ops'], 'opsadmin')).toBe(
+      "user 'opsadmin', password ***",
+    )
+    expect(redactSecrets("user 'ops' password ops-secret", ['ops-secret'], 'ops')).toBe(
+      "user 'ops' password ***",
+    )
   })
 })

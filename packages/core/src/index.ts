@@ -61,20 +61,24 @@ export {
 } from './outbox/outbox-relay.js'
 export {
   Replay,
+  ReplayStoppedError,
   LEGACY_REPLAY_COUNT_HEADER,
   REPLAY_COUNT_HEADER,
   REPLAYED_AT_HEADER,
   REPLAYED_FROM_HEADER,
+  type PeekOptions,
   type ReplayMessage,
   type ReplayProgress,
   type ReplayRunOptions,
 } from './replay/replay.js'
+export type { GiveBack } from './replay/queue-reader.js'
+export { OrderedConsumer } from './ordered/ordered-consumer.js'
 export {
-  OrderedConsumer,
   OrderedQueue,
   OrderedQueueBuilder,
   DEFAULT_ORDERED_ATTEMPTS,
   DEFAULT_ORDERED_RETRY_DELAY,
+  ORDERED_KEY_HEADER,
   type FailureMode,
   type OnFailureOptions,
 } from './ordered/ordered-queue.js'

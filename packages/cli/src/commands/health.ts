@@ -1,5 +1,6 @@
 import type { Command } from 'commander'
 import { describeError, type HealthResult } from '@acemq/core'
+import { describeBroker } from '../broker.js'
 import { openConnection } from '../connection.js'
 import { EXIT_CODES } from '../exit-codes.js'
 import type { CommandContext } from '../program.js'
@@ -12,7 +13,7 @@ export function healthCommands(program: Command, context: CommandContext): void 
       'connects and prints the connection’s health report; exits 1 when it is DOWN (the broker cannot be reached)',
     )
     .action(async (_options: unknown, command: Command) => {
-      const { output, url } = context(command)
+      const { output, url, about } = context(command)
       let result: HealthResult
       try {
         const mq = await openConnection(url)
@@ -32,6 +33,7 @@ export function healthCommands(program: Command, context: CommandContext): void 
       }
       const human = [
         result.status,
+        describeBroker(about),
         ...result.reports.map(
           (report) =>
             `${report.name}: ${report.status}${Object.entries(report.details)
@@ -39,7 +41,7 @@ export function healthCommands(program: Command, context: CommandContext): void 
               .join('')}`,
         ),
       ].join('\n')
-      output.result(human, result)
+      output.result(human, { ...about, ...result })
       if (result.status === 'DOWN') process.exitCode = EXIT_CODES.failed
     })
 }

@@ -1395,7 +1395,7 @@ const ACCEPT: AckResult = Object.freeze({ kind: 'accept' })
  * queue's rules, not the first publish's) and `userId` (the broker checks it against the
  * connection's user), with the message id set to the envelope's when it fits.
  */
-function republishedProperties(
+export function republishedProperties(
   properties: MessageProperties,
   messageId: string,
 ): MessageProperties {

@@ -1,6 +1,5 @@
 import { Ack, isAckResult, type AckResult } from '../consumer/ack.js'
 import { ConsumerOptions } from '../consumer/consumer-options.js'
-import type { Consumer } from '../consumer/consumer.js'
 import type { Handler, Message } from '../consumer/message.js'
 import { toMillis, type Duration } from '../duration.js'
 import { AceMqError, ConfigurationError, describeError } from '../errors.js'
@@ -11,6 +10,7 @@ import type { Publisher, SendOptions } from '../publisher/publisher.js'
 import { deadLetterQueueName, parkedQueueName, validateQueueName } from '../retry/queue-names.js'
 import { Topology } from '../topology/topology.js'
 import type { InPlaceFailures, InPlaceStep } from './in-place-failures.js'
+import { OrderedConsumer } from './ordered-consumer.js'
 import { orderedRegistry, type OrderedHost } from './ordered-host.js'
 import {
   DEFAULT_PARTITIONS,
@@ -43,6 +43,12 @@ export const DEFAULT_ORDERED_RETRY_DELAY = 1_000
 
 const MAX_ATTEMPTS = 1_000
 const FAILURE_MODES: readonly FailureMode[] = ['stop', 'retry-in-place', 'skip']
+/**
+ * The header an ordered queue's message carries its key in (an application header, kept on
+ * every copy): what `acemq dlq peek` shows beside the partition.
+ */
+export const ORDERED_KEY_HEADER = 'acemq-ordered-key'
+
 /** RabbitMQ: one consumer of the queue at a time gets its messages; the others wait their turn. */
 const SINGLE_ACTIVE_CONSUMER = 'x-single-active-consumer'
 
@@ -233,9 +239,12 @@ interface Halt {
 
 /** One partition's state in this process. */
 interface PartitionState {
-  /** The message it halted on, until `resume(p)`. */
+  /**
+   * The message it halted on, until `resume(p)`; kept after its channel was lost, so the
+   * message halts again at once if it comes back here (docs/design.md §17).
+   */
   halted: Halt | undefined
-  /** Whether this process holds the halted message now (not after its channel was lost). */
+  /** Whether this process holds the halted message now: only then is the partition halted. */
   holding: boolean
   /** The halted message came back after a lost channel: halt again without failing it. */
   haltAgain: boolean
@@ -318,11 +327,15 @@ export class OrderedQueue<T> {
     return this.#skipped
   }
 
-  /** The partitions halted in this process, ascending. */
+  /**
+   * The partitions halted in this process, ascending: those whose failed message it holds. A
+   * lost channel gives the message back, and with it the halt (another process may take the
+   * partition over and finish it).
+   */
   get haltedPartitions(): number[] {
     const halted: number[] = []
     this.#states.forEach((state, p) => {
-      if (state.halted !== undefined) halted.push(p)
+      if (state.halted !== undefined && state.holding) halted.push(p)
     })
     return halted
   }
@@ -349,11 +362,14 @@ export class OrderedQueue<T> {
    * throws or does not return a string, and nothing is sent.
    */
   async send(payload: T, options: SendOptions = {}): Promise<void> {
-    const partition = this.partitionOf(this.#keyOfPayload(payload))
+    const key = this.#keyOfPayload(payload)
+    const partition = this.partitionOf(key)
     const publisher = (this.#publishers[partition] ??= this.#host.publisher<T>(
       this.queues[partition] as string,
     ))
-    await publisher.send(payload, { type: this.name, ...options })
+    // The key travels, so an operator looking into a partition's dead letters can read it.
+    const headers = { ...options.headers, [ORDERED_KEY_HEADER]: key }
+    await publisher.send(payload, { type: this.name, ...options, headers })
   }
 
   /**
@@ -530,68 +546,12 @@ export class OrderedQueue<T> {
       holdEnded: (message, why) => {
         const halt = state.halted
         if (halt === undefined || halt.id !== message.envelope.id || !state.holding) return
+        // Either way the message goes back and this process no longer holds the partition
+        // halted; after a lost channel it is remembered, to halt again if it comes back here.
         state.holding = false
-        // Closing hands the message back: this process no longer holds the partition halted.
-        // A lost channel does too, but the message comes back here and halts again.
         if (why === 'closing') state.halted = undefined
       },
     }
-  }
-}
-
-/**
- * The consumer of an ordered queue: one engine consumer per partition. Closing it lets running
- * handlers finish, then closes the partitions' channels, which gives every message they held
- * (a halted one included) back to its queue in its place.
- *
- * @example
- * ```ts
- * const consumer = await ledger.consume(handle)
- * await consumer.close()
- * ```
- */
-export class OrderedConsumer implements Consumer {
-  /** The ordered queue's name. */
-  readonly queue: string
-  readonly #partitions: readonly Consumer[]
-  #closing: Promise<void> | undefined
-
-  /** @internal */
-  constructor(queue: string, partitions: readonly Consumer[]) {
-    this.queue = queue
-    this.#partitions = partitions
-  }
-
-  /** Handlers running now across the partitions. A halted partition runs none. */
-  get inFlight(): number {
-    return this.#partitions.reduce((sum, c) => sum + c.inFlight, 0)
-  }
-
-  /** Messages waiting at the pause gate across the partitions. */
-  get held(): number {
-    return this.#partitions.reduce((sum, c) => sum + c.held, 0)
-  }
-
-  /** Messages held across the partitions while they wait to run again, or halted. */
-  get waiting(): number {
-    return this.#partitions.reduce((sum, c) => sum + c.waiting, 0)
-  }
-
-  /** Whether {@link close} has been called. */
-  get closed(): boolean {
-    return this.#closing !== undefined
-  }
-
-  /** Closes every partition's consumer; `drainTimeout` (default 20 s) bounds running handlers. */
-  close(options: { readonly drainTimeout?: Duration } = {}): Promise<void> {
-    this.#closing ??= Promise.all(this.#partitions.map((c) => c.close(options))).then(
-      () => undefined,
-    )
-    return this.#closing
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close()
   }
 }
 

@@ -120,20 +120,40 @@ export function redactCredentials(text: string, secrets: readonly string[] = [])
 /**
  * `text` with every occurrence of each of `secrets` (as given and percent-encoded) replaced
  * by `***`, and nothing else touched: for output that carries other people's data, where a
- * field named `token` is theirs, not a credential of ours.
+ * field named `token` is theirs, not a credential of ours. Given the `user` name, the name is
+ * never hidden, even when the password is the name or part of it, so that a hint such as
+ * `rabbitmqctl set_permissions -p 'orders' 'ops' …` stays pasteable: the password is hidden
+ * inside `user:password@` always, and elsewhere wherever it appears apart from the name.
  *
  * @example
  * ```ts
  * redactSecrets('login p@ss / p%40ss', ['p@ss']) // 'login *** / ***'
+ * redactSecrets("amqp://guest:guest@rabbit 'guest'", ['guest'], 'guest') // "amqp://guest:***@rabbit 'guest'"
  * ```
  */
-export function redactSecrets(text: string, secrets: readonly string[]): string {
-  let result = text
-  for (const secret of secrets) {
-    if (secret === '') continue
-    result = result.split(secret).join(REDACTED)
-    const encoded = encodeURIComponent(secret)
-    if (encoded !== secret) result = result.split(encoded).join(REDACTED)
+export function redactSecrets(text: string, secrets: readonly string[], user?: string): string {
+  const forms = secrets
+    .filter((secret) => secret !== '')
+    .flatMap((secret) => {
+      const encoded = encodeURIComponent(secret)
+      return encoded === secret ? [secret] : [secret, encoded]
+    })
+  const hide = (part: string, hidden: readonly string[]): string => {
+    let result = part
+    for (const secret of hidden) result = result.split(secret).join(REDACTED)
+    return result
   }
-  return result
+  if (user === undefined || user === '') return hide(text, forms)
+  let out = text
+  for (const secret of forms) out = out.split(`:${secret}@`).join(`:${REDACTED}@`)
+  // A password that holds the user name is hidden whole first; the others around the name.
+  out = hide(
+    out,
+    forms.filter((secret) => secret !== user && secret.includes(user)),
+  )
+  const rest = forms.filter((secret) => !secret.includes(user))
+  return out
+    .split(user)
+    .map((part) => hide(part, rest))
+    .join(user)
 }

@@ -6,10 +6,12 @@ import {
   writeCopyHeaders,
   type Envelope,
 } from '../envelope/envelope.js'
-import { AceMqError, ConfigurationError, PublishFailedError, abortError } from '../errors.js'
-import { ErrorCodes } from '../error-codes.js'
+import { republishedProperties } from '../consumer/consumer.js'
+import { AceMqError, ConfigurationError, abortError, describeError } from '../errors.js'
+import { ErrorCodes, errorCodeOf, type ErrorCode } from '../error-codes.js'
 import { sleep } from '../internal/timers.js'
 import { validateQueueName } from '../retry/queue-names.js'
+import { QueueReader, type GiveBack } from './queue-reader.js'
 import type { Delivery, Headers, Transport } from '../transport/transport.js'
 
 /** The header naming the queue a replayed message came from. */
@@ -26,6 +28,54 @@ const PEEK_SETTLE_MS = 2_000
 
 /** How many messages a replay takes before it publishes them and waits for their confirms. */
 const REPLAY_WINDOW = 100
+
+/** How many of the messages a replay could not write it names in its error. */
+const NAMED_FAILURES = 3
+
+/**
+ * A replay stopped before it was done: a copy could not be written (the broker refused it, or
+ * it can never be encoded), or the connection was lost. Everything not yet moved is on the
+ * source; `moved` says how many went before it stopped, `notWritten` the ids of the messages
+ * whose copies failed (empty when the connection went between them). The code is the cause's
+ * (`ACEMQ_PUBLISH_FAILED`, `ACEMQ_UNENCODABLE`, `ACEMQ_CONNECTION_DOWN`, …).
+ *
+ * @example
+ * ```ts
+ * catch (e) { if (e instanceof ReplayStoppedError) console.log(`${e.moved} moved before: ${e.message}`) }
+ * ```
+ */
+export class ReplayStoppedError extends AceMqError {
+  constructor(
+    readonly source: string,
+    readonly target: string,
+    readonly moved: number,
+    readonly notWritten: readonly string[],
+    cause: unknown,
+    code: ErrorCode = errorCodeOf(cause) ??
+      (cause instanceof AggregateError ? errorCodeOf(cause.errors[0]) : undefined) ??
+      ErrorCodes.PUBLISH_FAILED,
+  ) {
+    super(
+      `replay of '${source}' into '${target}' stopped after moving ${moved} message(s): ${stopReason(notWritten, cause)}; every message not moved is still on '${source}'`,
+      { code, cause },
+    )
+  }
+}
+
+function stopReason(notWritten: readonly string[], cause: unknown): string {
+  if (notWritten.length === 0) return describeError(cause)
+  const causes = cause instanceof AggregateError ? cause.errors : [cause]
+  const named = notWritten
+    .slice(0, NAMED_FAILURES)
+    .map((id, i) => `message '${shortId(id)}' could not be written (${describeError(causes[i])})`)
+  const more = notWritten.length - named.length
+  return `${named.join('; ')}${more > 0 ? `; and ${more} more` : ''}`
+}
+
+/** An id as an error names it: a foreign id can be hundreds of bytes long. */
+function shortId(id: string): string {
+  return id.length > 80 ? `${id.slice(0, 77)}…` : id
+}
 
 /**
  * A message waiting in a dead-letter (or parked) queue, as a replay filter or a peek sees it.
@@ -44,6 +94,16 @@ export interface ReplayMessage {
   readonly payload: unknown
   /** How many times it was replayed before (the current or legacy count header, 0 without). */
   readonly replayCount: number
+  /**
+   * Every header as it arrived, `x-acemq-*` included: a pipeline step's message carries its
+   * route there (`readRoute(message.wireHeaders)`).
+   */
+  readonly wireHeaders: Readonly<Headers>
+  /**
+   * How many times a quorum queue has had it back before (its `x-delivery-count`), 0 without:
+   * RabbitMQ 4.0 to 4.2 count each return toward the queue's delivery limit.
+   */
+  readonly returns: number
 }
 
 /** What a replay reports as it goes. */
@@ -62,6 +122,19 @@ export interface ReplayRunOptions {
   readonly onProgress?: (progress: ReplayProgress) => void
   /** Stops the run between windows; the messages not yet taken stay on the source. */
   readonly signal?: AbortSignal
+  /** Told, at the end, how many messages were given back to the source and how. */
+  readonly onReturned?: (giveBack: GiveBack) => void
+}
+
+/** Options of a peek. */
+export interface PeekOptions {
+  /**
+   * Told how many messages the peek gave back to the queue, and whether it had to take the
+   * whole queue round to keep its order (a RabbitMQ 3.x quorum queue). Each is a return: on
+   * RabbitMQ 4.0 to 4.2 every return counts toward a quorum queue's delivery limit (20 by
+   * default; 4.3 counts a basic.nack no more).
+   */
+  readonly onReturned?: (giveBack: GiveBack) => void
 }
 
 /** What a replay needs from its connection. Internal to core. */
@@ -212,67 +285,75 @@ export class Replay {
     const total = await transport.queueLength(this.source)
     let moved = 0
     let scanned = 0
-    // Deliveries the filter left: held until the end, then put back in their order.
-    const left: Delivery[] = []
-    let exhausted = false
+    // Holds what the filter left, and copies that failed, until the end: then back in order.
+    const reader = new QueueReader(transport, this.source)
+    let failed = true
     try {
-      while (moved < max && scanned < total && !exhausted) {
+      while (moved < max && scanned < total) {
         if (options.signal?.aborted) throw abortError(options.signal)
         const window: Delivery[] = []
+        let exhausted = false
         while (window.length < REPLAY_WINDOW && moved + window.length < max && scanned < total) {
-          const delivery = await transport.getOne(this.source)
+          const delivery = await reader.next()
           if (delivery === undefined) {
             exhausted = true
             break
           }
           scanned++
           if (filter === undefined || filter(this.#view(delivery))) window.push(delivery)
-          else {
-            left.push(delivery)
-            options.onProgress?.({ moved, scanned, total })
-          }
+          else options.onProgress?.({ moved, scanned, total })
         }
-        if (window.length === 0) continue
         const results = await Promise.allSettled(
           window.map((delivery) => transport.publish(this.#copy(delivery, target))),
         )
         const failures: unknown[] = []
+        const notWritten: string[] = []
         results.forEach((result, i) => {
           const delivery = window[i] as Delivery
           if (result.status === 'fulfilled') {
             // Confirmed and routed: only now is the original removed.
-            delivery.ack()
+            reader.remove(delivery)
             moved++
           } else {
             failures.push(result.reason)
-            delivery.nack(true)
+            notWritten.push(this.#idOf(delivery))
           }
         })
-        options.onProgress?.({ moved, scanned, total })
+        if (window.length > 0) options.onProgress?.({ moved, scanned, total })
         if (failures.length > 0) {
-          throw new PublishFailedError(
-            `replay of '${this.source}' into '${this.target}' stopped: ${failures.length} of ${window.length} copies were not confirmed, so they stay on '${this.source}' (${moved} moved)`,
-            { cause: failures.length === 1 ? failures[0] : new AggregateError(failures) },
+          throw new ReplayStoppedError(
+            this.source,
+            target,
+            moved,
+            notWritten,
+            failures.length === 1 ? failures[0] : new AggregateError(failures),
           )
         }
+        if (exhausted) break
       }
+      failed = false
+    } catch (error) {
+      // The count of what went before is the operator's to know, whatever stopped it.
+      if (error instanceof ReplayStoppedError || isAbort(error, options.signal)) throw error
+      throw new ReplayStoppedError(this.source, target, moved, [], error)
     } finally {
-      // Back in their order: the last one first, since each goes back to the head.
-      for (let i = left.length - 1; i >= 0; i--) left[i]?.nack(true)
+      await this.#giveBack(reader, failed, options.onReturned)
     }
     return moved
   }
 
   /**
    * Looks at up to `count` messages at the head of the source queue without removing them:
-   * each is taken unacknowledged and put back where it was.
+   * each is taken unacknowledged and given back in its place. On a RabbitMQ 3.x quorum queue,
+   * which puts a message given back behind the others, the rest of the queue is taken and
+   * given back too, to keep the order; `options.onReturned` hears what that cost.
    *
    * @example
    * ```ts
    * for (const m of await replay.peek(5)) console.log(m.envelope.id, m.envelope.error)
    * ```
    */
-  async peek(count: number): Promise<ReplayMessage[]> {
+  async peek(count: number, options: PeekOptions = {}): Promise<ReplayMessage[]> {
     if (!Number.isSafeInteger(count) || count < 0) {
       throw new ConfigurationError(
         `peek(count) must be a whole number of at least 0; got ${String(count)}`,
@@ -281,19 +362,37 @@ export class Replay {
     const transport = this.#transport('getOne')
     this.#host.assertOpen()
     const before = await transport.queueLength(this.source)
-    const taken: Delivery[] = []
+    const reader = new QueueReader(transport, this.source)
+    const views: ReplayMessage[] = []
+    let failed = true
     try {
-      while (taken.length < count) {
-        const delivery = await transport.getOne(this.source)
+      while (views.length < count) {
+        const delivery = await reader.next()
         if (delivery === undefined) break
-        taken.push(delivery)
+        views.push(this.#view(delivery))
       }
-      return taken.map((delivery) => this.#view(delivery))
+      failed = false
+      return views
     } finally {
-      for (let i = taken.length - 1; i >= 0; i--) taken[i]?.nack(true)
+      await this.#giveBack(reader, failed, options.onReturned)
       // A broker takes put-backs in its own time: answer once they are back (or after 2 s, if
       // another consumer is taking messages meanwhile), so a count right after sees them.
-      if (taken.length > 0) await this.#whenBack(transport, before)
+      if (views.length > 0 && !failed) await this.#whenBack(transport, before)
+    }
+  }
+
+  /** Gives back what `reader` holds; when the run failed already, its error is the one to see. */
+  async #giveBack(
+    reader: QueueReader,
+    failed: boolean,
+    onReturned: ((giveBack: GiveBack) => void) | undefined,
+  ): Promise<void> {
+    try {
+      const giveBack = await reader.giveBack()
+      onReturned?.(giveBack)
+    } catch (error) {
+      // Whatever was not given back goes back when its channel closes, in some order.
+      if (!failed) throw error
     }
   }
 
@@ -334,6 +433,8 @@ export class Replay {
       body: delivery.body,
       contentType,
       replayCount: replayCountOf(delivery.headers),
+      wireHeaders: delivery.wireHeaders ?? delivery.headers,
+      returns: Math.max(0, headerInteger(delivery.headers['x-delivery-count']) ?? 0),
       get payload(): unknown {
         const codec = codecs.find(contentType)
         if (codec === undefined) {
@@ -342,6 +443,13 @@ export class Replay {
         return codec.decode(delivery.body)
       },
     }
+  }
+
+  #idOf(delivery: Delivery): string {
+    return readEnvelope(delivery.headers, {
+      messageId: delivery.properties.messageId,
+      routingKey: delivery.routingKey,
+    }).envelope.id
   }
 
   #copy(delivery: Delivery, target: string): Parameters<Transport['publish']>[0] {
@@ -376,11 +484,17 @@ export class Replay {
       routingKey: target,
       body: delivery.body,
       headers,
-      properties: { ...delivery.properties, messageId: envelope.id },
+      // As every other copy: no user-id (the broker checks it against this connection's user)
+      // and no expiration; the id is the message-id only when it fits (docs/design.md §18).
+      properties: republishedProperties(delivery.properties, envelope.id),
       persistent: true,
       mandatory: true,
     }
   }
+}
+
+function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true && error instanceof Error && error.name === 'AbortError'
 }
 
 /** `orders.placed.dlq` → `orders.placed`; `orders.placed.parked` → `orders.placed`. */

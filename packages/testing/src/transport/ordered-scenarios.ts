@@ -3,6 +3,7 @@ import {
   AceMq,
   ConfigurationError,
   FatalError,
+  ORDERED_KEY_HEADER,
   Topology,
   readEnvelope,
   type HealthReport,
@@ -330,6 +331,8 @@ export function orderedScenarios(name: string, target: ScenarioTarget): void {
       }).envelope
       expect(envelope.id).toBe('entry-2')
       expect(envelope.error).toBe('gave up after 3 attempt(s): amount is not a number')
+      // The key travels with the entry, for an operator looking into the partition's dead letters.
+      expect(copy?.headers?.[ORDERED_KEY_HEADER]).toBe(account)
       expect(JSON.parse(Buffer.from(copy?.body ?? []).toString())).toEqual({
         account,
         seq: 2,

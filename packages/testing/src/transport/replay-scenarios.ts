@@ -1,11 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   ConfigurationError,
+  ReplayStoppedError,
   Topology,
   headerInteger,
   readEnvelope,
   type AceMq,
+  type GiveBack,
   type Headers,
+  type ReplayMessage,
   type Transport,
 } from '@acemq/core'
 import {
@@ -134,9 +137,35 @@ export function replayScenarios(name: string, target: ScenarioTarget): void {
       const { body, properties } = deadLettered('order-3')
       await probe.sendRaw(dlq, body, properties)
       const missing = uniqueName('replay.nowhere')
-      await expect(mq.replay(dlq).into(missing).replayAll()).rejects.toThrow(/not confirmed/)
+      const stopped = await mq
+        .replay(dlq)
+        .into(missing)
+        .replayAll()
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+      expect(stopped).toBeInstanceOf(ReplayStoppedError)
+      expect(stopped).toMatchObject({ moved: 0, notWritten: ['order-3'] })
+      expect(String((stopped as Error).message)).toMatch(
+        /stopped after moving 0 message\(s\): message 'order-3' could not be written \(.*\)/,
+      )
       expect(await probe.count(dlq)).toBe(1)
       expect(await idsIn(probe, dlq)).toEqual(['order-3'])
+    })
+
+    it('replays a foreign message whose 300-byte id cannot be an AMQP message-id, the id kept in x-acemq-id', async () => {
+      const id = `foreign-${'x'.repeat(292)}`
+      const { body, properties } = deadLettered(id)
+      const { messageId: _tooLong, ...withoutMessageId } = properties
+      await probe.sendRaw(dlq, body, withoutMessageId)
+
+      expect(await mq.replay(dlq).replayAll()).toBe(1)
+
+      expect(await probe.count(dlq)).toBe(0)
+      const copy = await probe.get(queue)
+      expect(copy?.messageId).toBeUndefined()
+      expect(readEnvelope(copy?.headers, { routingKey: queue }).envelope.id).toBe(id)
     })
 
     it('peeks without removing anything or changing the order', async () => {
@@ -153,6 +182,59 @@ export function replayScenarios(name: string, target: ScenarioTarget): void {
       expect(seen[0]?.payload).toEqual({ id: 'p-1' })
       expect(await mq.replay(dlq).pending()).toBe(4)
       expect(await idsIn(probe, dlq)).toEqual(['p-1', 'p-2', 'p-3', 'p-4'])
+    })
+
+    describe('on a quorum queue, which puts a message given back behind the others', () => {
+      let source: string
+      let target: string
+
+      beforeEach(async () => {
+        source = uniqueName('replay.quorum')
+        target = uniqueName('replay.quorum.into')
+        queues.push(source, target)
+        await mq.applyTopology(Topology.define().queue(source).queue(target))
+        for (let i = 1; i <= 8; i++) {
+          const { body, properties } = deadLettered(`q-${i}`)
+          await probe.sendRaw(source, body, properties)
+        }
+      })
+
+      it('peeks at its head and leaves every message in its order', async () => {
+        const returns: GiveBack[] = []
+        const seen = await mq.replay(source).peek(2, { onReturned: (r) => returns.push(r) })
+        expect(seen.map((m) => m.envelope.id)).toEqual(['q-1', 'q-2'])
+        // The first goes back twice (once to learn where the queue puts it); a queue that puts it
+        // behind the others goes round whole: 8, and the first again.
+        expect(returns).toHaveLength(1)
+        expect(returns[0]?.returned).toBe(returns[0]?.cycled ? 9 : 3)
+        expect(await idsIn(probe, source)).toEqual(
+          Array.from({ length: 8 }, (_, i) => `q-${i + 1}`),
+        )
+      })
+
+      it('leaves the messages a filtered replay passes over in their order', async () => {
+        const even = (message: ReplayMessage): boolean =>
+          Number(message.envelope.id.slice(2)) % 2 === 0
+        expect(await mq.replay(source).into(target).replay(Infinity, even)).toBe(4)
+        expect(await idsIn(probe, source)).toEqual(['q-1', 'q-3', 'q-5', 'q-7'])
+        expect(await idsIn(probe, target)).toEqual(['q-2', 'q-4', 'q-6', 'q-8'])
+      })
+
+      it('leaves the rest in its order when a filtered replay stops at its limit', async () => {
+        const even = (message: ReplayMessage): boolean =>
+          Number(message.envelope.id.slice(2)) % 2 === 0
+        expect(await mq.replay(source).into(target).replay(1, even)).toBe(1)
+        expect(await idsIn(probe, source)).toEqual([
+          'q-1',
+          'q-3',
+          'q-4',
+          'q-5',
+          'q-6',
+          'q-7',
+          'q-8',
+        ])
+        expect(await idsIn(probe, target)).toEqual(['q-2'])
+      })
     })
 
     it('refuses a replay into itself, and a replay of a source with no .dlq or .parked and no target', async () => {

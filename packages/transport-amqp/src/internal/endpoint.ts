@@ -284,7 +284,10 @@ export function resolveEndpoint(
       `the tls option is given but ${label} ('${description}') is not amqps://: the connection would not use TLS`,
     )
   }
-  const unique = [...new Set(secrets.filter((secret) => secret !== ''))]
+  // A password that is the user name is not hidden in prose (URLs still hide it): hints name
+  // the user, and `rabbitmqctl set_permissions … 'guest'` must stay pasteable (docs/design.md §19).
+  const user = userOf(target)
+  const unique = [...new Set(secrets.filter((secret) => secret !== '' && secret !== user))]
   const mechanism =
     tls && settings.tls?.externalAuth === true
       ? 'EXTERNAL'
@@ -361,4 +364,16 @@ export function resolveNodes(
     description,
     secrets: [...new Set(nodes.flatMap((node) => node.secrets))],
   }
+}
+
+/** The user name of a connect target, decoded; undefined when it names none. */
+function userOf(target: AmqpConnectTarget): string | undefined {
+  if (typeof target === 'object' && target !== null && !Array.isArray(target)) {
+    return typeof target.username === 'string' ? target.username : undefined
+  }
+  if (typeof target !== 'string') return undefined
+  const schemeEnd = target.indexOf('://')
+  const span = passwordSpan(target)
+  if (schemeEnd < 0 || span === undefined) return undefined
+  return safeDecode(target.slice(schemeEnd + 3, span.start - 1))
 }

@@ -97,7 +97,6 @@ const TEST_KEYS = new Set([
  * class AppModule {}
  * ```
  */
-@Module({})
 export class AceMqModule {
   /** A connection from options known when the module is defined. Checked at bootstrap. */
   static forRoot(options: AceMqModuleOptions): DynamicModule {
@@ -211,3 +210,6 @@ function build(
     controllers: shape.healthPath === undefined ? [] : [healthController(shape.healthPath, name)],
   }
 }
+
+// Applied as a call, like every Nest decorator in this package (see health.ts).
+Module({})(AceMqModule)

@@ -47,11 +47,10 @@ const TERMINUS_STATUS: Record<HealthStatus, 'up' | 'degraded' | 'down'> = {
  * check() { return this.health.check([() => this.acemq.isHealthy('acemq')]) }
  * ```
  */
-@Injectable()
 export class AceMqHealthIndicator {
   readonly #moduleRef: ModuleRef
 
-  constructor(@Inject(ModuleRef) moduleRef: ModuleRef) {
+  constructor(moduleRef: ModuleRef) {
     this.#moduleRef = moduleRef
   }
 
@@ -83,24 +82,33 @@ export class AceMqHealthIndicator {
   }
 }
 
+// Nest's decorators applied as calls: the package's source has no decorator syntax, so it runs
+// under any TypeScript transform (tsx, vite, esbuild) without experimentalDecorators.
+Injectable()(AceMqHealthIndicator)
+Inject(ModuleRef)(AceMqHealthIndicator, undefined, 0)
+
 /** @internal A controller serving a connection's health on `path`, for apps without terminus. */
 export function healthController(path: string, connection: string): Type<unknown> {
-  @Controller()
   class AceMqHealthController {
     readonly #source: AceMqConnection
 
-    constructor(@Inject(getAceMqToken(connection)) source: AceMqConnection) {
+    constructor(source: AceMqConnection) {
       this.#source = source
     }
 
-    @Get(path)
-    @Header('cache-control', 'no-store')
     async health(): Promise<unknown> {
       const answer = await healthAnswer(this.#source)
       // DOWN is 503 with the same body; Nest's exception layer writes an object response as is.
       if (answer.statusCode !== 200) throw new HttpException(answer.body, answer.statusCode)
       return answer.body
     }
+  }
+  Controller()(AceMqHealthController)
+  Inject(getAceMqToken(connection))(AceMqHealthController, undefined, 0)
+  const method = Object.getOwnPropertyDescriptor(AceMqHealthController.prototype, 'health')
+  if (method !== undefined) {
+    Get(path)(AceMqHealthController.prototype, 'health', method)
+    Header('cache-control', 'no-store')(AceMqHealthController.prototype, 'health', method)
   }
   return AceMqHealthController
 }

@@ -100,6 +100,21 @@ describe('when consumers start', () => {
   })
 })
 
+describe('after the connection is lost', () => {
+  it('consumers keep consuming after the connection is lost and recovered', async () => {
+    const transport = new InMemoryTransport()
+    const { app } = await listen(AceMqModule.forTest({ transport, topology }))
+    const work = app.get(Work)
+    const mq = app.get<AceMqConnection>(getAceMqToken()).mq
+    await mq.publisher('', 'work').send({ id: 'before' })
+    await vi.waitFor(() => expect(work.finished).toEqual(['before']))
+    await transport.simulateConnectionLoss(50)
+    await vi.waitFor(async () => expect((await mq.health()).status).toBe('UP'))
+    await mq.publisher('', 'work').send({ id: 'after' })
+    await vi.waitFor(() => expect(work.finished).toEqual(['before', 'after']))
+  })
+})
+
 describe('a broker that is down at start', () => {
   it('does not fail the bootstrap: health is DOWN, and consumers start when the broker comes', async () => {
     const transport = new InMemoryTransport()

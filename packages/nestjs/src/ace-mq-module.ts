@@ -8,7 +8,7 @@ import {
 } from '@nestjs/common'
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core'
 import { AceMqConnection } from './ace-mq-connection.js'
-import { AceMqHealthIndicator, healthController } from './health.js'
+import { AceMqHealthIndicator, healthController } from './ace-mq-health-indicator.js'
 import { ConnectionLifecycle, logger } from './internal/consumer-discovery.js'
 import {
   CONNECTION_OPTION_KEYS,
@@ -211,5 +211,5 @@ function build(
   }
 }
 
-// Applied as a call, like every Nest decorator in this package (see health.ts).
+// Applied as a call, like every Nest decorator in this package (see ace-mq-health-indicator.ts).
 Module({})(AceMqModule)

@@ -1,15 +1,11 @@
-export {
-  AceMqConnection,
-  ConnectionPublisher,
-  type ConsumerRegistration,
-} from './ace-mq-connection.js'
+export { AceMqConnection, ConnectionPublisher } from './ace-mq-connection.js'
 export {
   AceMqModule,
   type AceMqModuleAsyncOptions,
   type AceMqTestModuleOptions,
 } from './ace-mq-module.js'
 export { Consume, type ConsumeOptions } from './consume.js'
-export { AceMqHealthIndicator, type AceMqIndicatorResult } from './health.js'
+export { AceMqHealthIndicator, type AceMqIndicatorResult } from './ace-mq-health-indicator.js'
 export {
   DEFAULT_CONNECTION_NAME,
   DEFAULT_CONNECT_RETRY_DELAY,

@@ -201,6 +201,8 @@ export class AceMqConnection implements HealthSource {
       mq = await this.#options.connect()
     } catch (error) {
       this.#lastError = error
+      // Shut down while connecting: nothing to try again.
+      if (this.#state !== 'connecting') return
       if (first && this.#options.failFast) {
         this.#state = 'closed'
         throw new AceMqError(

@@ -169,6 +169,42 @@ describe('a broker that is down at start', () => {
   })
 })
 
+describe('closing while the connection is still being tried', () => {
+  it('stops trying: an attempt that fails after app.close() is not retried', async () => {
+    const warnings: string[] = []
+    const logger = {
+      log: () => undefined,
+      error: () => undefined,
+      warn: (message: unknown) => void warnings.push(String(message)),
+    }
+    let attempts = 0
+    let failPending: (error: Error) => void = () => undefined
+    @Module({
+      imports: [
+        AceMqModule.forRoot({
+          connect: () => {
+            attempts++
+            if (attempts === 1) return Promise.reject(new Error('connect ECONNREFUSED'))
+            return new Promise((_resolve, reject) => (failPending = reject))
+          },
+          connectRetry: { initialDelay: 10, maxDelay: 10 },
+        }),
+      ],
+    })
+    class AppModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile()
+    const app = moduleRef.createNestApplication({ logger })
+    await app.init()
+    await vi.waitFor(() => expect(attempts).toBe(2))
+    const closing = app.close()
+    failPending(new Error('connect ETIMEDOUT'))
+    await closing
+    await sleep(50)
+    expect(attempts).toBe(2)
+    expect(warnings.filter((w) => w.includes('ETIMEDOUT'))).toEqual([])
+  })
+})
+
 describe('health', () => {
   it('a DEGRADED connection is degraded for terminus, still 200', async () => {
     const transport = new InMemoryTransport()

@@ -197,6 +197,7 @@ describe('closing while the connection is still being tried', () => {
     await app.init()
     await vi.waitFor(() => expect(attempts).toBe(2))
     const closing = app.close()
+    await sleep(50) // the module's shutdown has begun and waits for the attempt
     failPending(new Error('connect ETIMEDOUT'))
     await closing
     await sleep(50)

@@ -113,7 +113,10 @@ export class AceMqConnection implements HealthSource {
   #attempts = 0
   #retryTimer: NodeJS.Timeout | undefined
   #connecting: Promise<void> | undefined
-  readonly #connectedWaiters = new Set<(mq: AceMq) => void>()
+  readonly #connectedWaiters = new Set<{
+    readonly resolve: (mq: AceMq) => void
+    readonly reject: (error: unknown) => void
+  }>()
 
   /** Made by `AceMqModule`; not constructed by applications. */
   constructor(name: string, options: ResolvedConnectionOptions, log: (message: string) => void) {
@@ -129,27 +132,37 @@ export class AceMqConnection implements HealthSource {
 
   /**
    * The connection. Throws `AceMqError` with code `ACEMQ_NOT_CONNECTED` before it has been made
-   * (a broker down at start with `failFast: false`): wait with {@link whenConnected}.
+   * (a broker down at start with `failFast: false`): wait with {@link whenConnected}. While the
+   * application shuts down it is still the connection, so a draining handler's publishes go
+   * through; once closed, the connection itself refuses (`ACEMQ_CLOSED`).
    */
   get mq(): AceMq {
-    if (this.#mq === undefined || this.#state !== 'connected') {
+    if (this.#mq === undefined) {
+      const closed = this.#state === 'closed' || this.#state === 'closing'
       throw new AceMqError(
-        `AceMQ connection '${this.name}' is ${this.#state === 'closed' || this.#state === 'closing' ? 'closed' : 'not connected yet'}${this.#lastError === undefined ? '' : ` (last attempt: ${errorText(this.#lastError)})`}`,
-        {
-          code:
-            this.#state === 'closed' || this.#state === 'closing'
-              ? ErrorCodes.CLOSED
-              : ErrorCodes.NOT_CONNECTED,
-        },
+        `AceMQ connection '${this.name}' ${closed ? 'was closed before it was made' : 'is not connected yet'}${this.#lastError === undefined ? '' : ` (last attempt: ${errorText(this.#lastError)})`}`,
+        { code: closed ? ErrorCodes.CLOSED : ErrorCodes.NOT_CONNECTED },
       )
     }
     return this.#mq
   }
 
-  /** Resolves with the connection once it is made (at once when it is). */
+  /**
+   * Resolves with the connection once it is made (at once when it is); rejects with
+   * `ACEMQ_CLOSED` when the application shuts down before it was.
+   */
   whenConnected(): Promise<AceMq> {
-    if (this.#mq !== undefined && this.#state === 'connected') return Promise.resolve(this.#mq)
-    return new Promise((resolve) => this.#connectedWaiters.add(resolve))
+    if (this.#mq !== undefined) return Promise.resolve(this.#mq)
+    if (this.#state === 'closed' || this.#state === 'closing') {
+      return Promise.reject(this.#closedBeforeMade())
+    }
+    return new Promise((resolve, reject) => this.#connectedWaiters.add({ resolve, reject }))
+  }
+
+  #closedBeforeMade(): AceMqError {
+    return new AceMqError(`AceMQ connection '${this.name}' was closed before it was made`, {
+      code: ErrorCodes.CLOSED,
+    })
   }
 
   /**
@@ -169,7 +182,7 @@ export class AceMqConnection implements HealthSource {
    * report saying it is connecting and why the last attempt failed.
    */
   async health(): Promise<HealthResult> {
-    if (this.#mq !== undefined && this.#state === 'connected') return this.#mq.health()
+    if (this.#mq !== undefined) return this.#mq.health()
     const details: Record<string, string> = { connected: 'false', state: this.#state }
     if (this.#attempts > 0) details.attempts = String(this.#attempts)
     if (this.#lastError !== undefined) details.error = errorText(this.#lastError)
@@ -234,7 +247,7 @@ export class AceMqConnection implements HealthSource {
     this.#state = 'connected'
     this.#lastError = undefined
     if (!first) this.#log(`AceMQ connection '${this.name}' made after ${this.#attempts} attempts`)
-    for (const waiter of this.#connectedWaiters) waiter(mq)
+    for (const waiter of this.#connectedWaiters) waiter.resolve(mq)
     this.#connectedWaiters.clear()
   }
 
@@ -284,6 +297,8 @@ export class AceMqConnection implements HealthSource {
     this.#state = 'closing'
     if (this.#retryTimer !== undefined) clearTimeout(this.#retryTimer)
     await this.#connecting
+    for (const waiter of this.#connectedWaiters) waiter.reject(this.#closedBeforeMade())
+    this.#connectedWaiters.clear()
     try {
       if (mq !== undefined) await mq.close({ drainTimeout: this.#options.shutdownGraceMs })
     } finally {

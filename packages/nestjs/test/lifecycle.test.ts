@@ -170,7 +170,7 @@ describe('a broker that is down at start', () => {
 })
 
 describe('closing while the connection is still being tried', () => {
-  it('stops trying: an attempt that fails after app.close() is not retried', async () => {
+  it('stops trying: an attempt that fails after app.close() is not retried, and whenConnected() rejects', async () => {
     const warnings: string[] = []
     const logger = {
       log: () => undefined,
@@ -196,6 +196,7 @@ describe('closing while the connection is still being tried', () => {
     const app = moduleRef.createNestApplication({ logger })
     await app.init()
     await vi.waitFor(() => expect(attempts).toBe(2))
+    const waiting = app.get<AceMqConnection>(getAceMqToken()).whenConnected()
     const closing = app.close()
     await sleep(50) // the module's shutdown has begun and waits for the attempt
     failPending(new Error('connect ETIMEDOUT'))
@@ -203,6 +204,10 @@ describe('closing while the connection is still being tried', () => {
     await sleep(50)
     expect(attempts).toBe(2)
     expect(warnings.filter((w) => w.includes('ETIMEDOUT'))).toEqual([])
+    await expect(waiting).rejects.toMatchObject({
+      code: 'ACEMQ_CLOSED',
+      message: "AceMQ connection 'default' was closed before it was made",
+    })
   })
 })
 
@@ -254,6 +259,42 @@ describe('shutdown', () => {
     expect(Date.now() - started).toBeLessThan(5_000)
     expect(work.finished).toEqual([])
     expect(transport.messageCount('work')).toBe(1)
+  })
+})
+
+describe('a handler running while the application shuts down', () => {
+  it('can still publish through an injected publisher: the drain lets its work complete', async () => {
+    const transport = new InMemoryTransport()
+
+    @Injectable()
+    class Relay {
+      constructor(@InjectPublisher('done') private readonly done: ConnectionPublisher<string>) {}
+      readonly started: string[] = []
+
+      @Consume('relay.in')
+      async handle(message: Message<string>): Promise<void> {
+        this.started.push(message.payload)
+        await sleep(200)
+        await this.done.send(`${message.payload} done`)
+      }
+    }
+
+    const { app } = await listen(
+      AceMqModule.forTest({
+        transport,
+        topology: Topology.define().queue('relay.in').queue('relay.done'),
+        publishers: { done: { exchange: '', routingKey: 'relay.done' } },
+      }),
+      [Relay],
+    )
+    await app.get<AceMqConnection>(getAceMqToken()).mq.publisher('', 'relay.in').send('r-1')
+    await vi.waitFor(() => expect(app.get(Relay).started).toEqual(['r-1']))
+    apps.splice(apps.indexOf(app), 1)
+    await app.close()
+    expect(transport.peek('relay.done').map((m) => Buffer.from(m.body).toString())).toEqual([
+      '"r-1 done"',
+    ])
+    expect(transport.messageCount('relay.in') + transport.unackedCount('relay.in')).toBe(0)
   })
 })
 

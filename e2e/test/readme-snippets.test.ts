@@ -100,6 +100,8 @@ describe('the TypeScript snippets in the READMEs', () => {
       types: ['node'],
       // The packages' sources, as the other tests use them: no build needed.
       customConditions: ['@acemq/source'],
+      // Nest's decorators (@acemq/nestjs's README) are the legacy ones, as in a Nest project.
+      experimentalDecorators: true,
     }
     const virtual = new Map<string, string>([
       [given, GIVEN],

@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
+import { expect } from 'vitest'
+import { ErrorCodes, type Codec } from '@acemq/core'
 import { FIXTURES_DIR } from '../packages/core/test/fixtures.js'
 
 /** One body from `fixtures/codec-samples.json`: what a Java or Go codec wrote, and its value. */
@@ -33,4 +35,19 @@ export function samplesOf(format: string): (CodecSample & { readonly body: Uint8
     .map((sample) => ({ ...sample, body: Buffer.from(sample.body_base64, 'base64') }))
   if (found.length === 0) throw new Error(`fixtures/codec-samples.json has no '${format}' sample`)
   return found
+}
+
+/**
+ * Asserts that `codec.decode(body)` throws a decode error (`ACEMQ_DECODE`) whose message matches
+ * `reason` and fits on one line, as the reason of a parked message must.
+ */
+export function expectDecodeFailure(codec: Codec, body: Uint8Array, reason: RegExp): void {
+  let thrown: unknown
+  try {
+    codec.decode(body)
+  } catch (error) {
+    thrown = error
+  }
+  expect(thrown).toMatchObject({ code: ErrorCodes.DECODE, message: expect.stringMatching(reason) })
+  expect((thrown as Error).message).not.toContain('\n')
 }

@@ -116,10 +116,8 @@ describe('registeredAvroCodec (application/vnd.acemq.avro)', () => {
   })
 
   it('reads a body written with an older schema id it still holds', () => {
-    const v2 = {
-      ...schema,
-      fields: [...(schema as { fields: object[] }).fields, { name: 'note', type: 'string' }],
-    } as AvroSchema
+    const v1 = codecSamples.avro_schema as { fields: object[] }
+    const v2 = { ...v1, fields: [...v1.fields, { name: 'note', type: 'string' }] } as AvroSchema
     const reader = registeredAvroCodec({ schemas: { 7: schema, 8: v2 }, writeSchemaId: 8 })
     const [sample] = samplesOf('avro-registered')
     expect({ ...(reader.decode(sample?.body ?? new Uint8Array()) as object) }).toStrictEqual(order)

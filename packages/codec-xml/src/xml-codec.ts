@@ -44,6 +44,25 @@ function parser(arrays: ReadonlySet<string>): XMLParser {
   })
 }
 
+// A key that is no XML name would be written as markup no reader parses (`<order id>`), and the
+// consumer would park every message: refuse it before anything is sent.
+function assertElementNames(value: unknown, path: string): void {
+  if (Array.isArray(value)) {
+    value.forEach((item, index) => assertElementNames(item, `${path}[${index}]`))
+    return
+  }
+  if (typeof value !== 'object' || value === null || value instanceof Date) return
+  for (const [key, item] of Object.entries(value)) {
+    const name = key.startsWith(ATTRIBUTE_PREFIX) ? key.slice(ATTRIBUTE_PREFIX.length) : key
+    if (key !== TEXT && !XML_NAME.test(name)) {
+      throw new ConfigurationError(
+        `payload${path} has the key ${JSON.stringify(key)}, which is not an XML name, so it cannot be an element or attribute`,
+      )
+    }
+    assertElementNames(item, `${path}.${key}`)
+  }
+}
+
 function refuseDtdAndEntities(text: string): void {
   const bare = text.replace(COMMENTS_AND_CDATA, '')
   const dtd = DTD.exec(bare)
@@ -70,7 +89,8 @@ function refuseDtdAndEntities(text: string): void {
  *
  * Decoding a body that is not UTF-8, not well-formed, has more than one root, or has a DTD or an
  * entity throws an `AceMqError` with code `ACEMQ_DECODE`; the consumer parks the message with
- * the reason. Encoding anything but an object throws a `ConfigurationError`.
+ * the reason. Encoding anything but an object, or one with a key that is no XML name, throws a
+ * `ConfigurationError`.
  *
  * @example
  * ```ts
@@ -110,6 +130,7 @@ export function xmlCodec(options: XmlCodecOptions): Codec<Record<string, unknown
           `payload must be an object for application/xml (its fields become the elements of <${rootName}>); got ${payloadKind(payload)}`,
         )
       }
+      assertElementNames(payload, '')
       let text: string
       try {
         text = writer.build({ [rootName]: payload }) as string

@@ -93,6 +93,15 @@ describe('xmlCodec', () => {
     )
   })
 
+  it('refuses to encode a key that is no XML name, naming where it is', () => {
+    expect(() => orders.encode({ address: { 'street name': 'x' } })).toThrow(
+      /payload\.address has the key "street name", which is not an XML name/,
+    )
+    expect(() => orders.encode({ lines: [{ '@1st': 'x' }] })).toThrow(
+      /payload\.lines\[0\] has the key "@1st"/,
+    )
+  })
+
   it.each([
     [{ rootName: '1st' }, /options\.rootName\) must be an XML element name .*got "1st"/],
     [{ rootName: 'a b' }, /options\.rootName\) must be an XML element name/],

@@ -28,6 +28,20 @@ const PACKAGES = [
   'health-express',
   'health-fastify',
   'cli',
+  'codec-yaml',
+  'codec-toml',
+  'codec-xml',
+  'codec-avro',
+  'codec-protobuf',
+]
+
+/** The format library each codec package takes as a peer, at the version its tests use. */
+const CODEC_PEERS: readonly (readonly [string, string])[] = [
+  ['codec-yaml', 'yaml'],
+  ['codec-toml', 'smol-toml'],
+  ['codec-xml', 'fast-xml-parser'],
+  ['codec-avro', 'avsc'],
+  ['codec-protobuf', 'protobufjs'],
 ]
 
 /** What the application installs besides the packages: the versions this workspace tests. */
@@ -127,6 +141,9 @@ describe('an application outside the workspace, built from the packed packages',
             n,
             installedVersion(n, THIRD_PARTY.dependencies.from),
           ]),
+        ),
+        ...Object.fromEntries(
+          CODEC_PEERS.map(([dir, n]) => [n, installedVersion(n, path.join(root, 'packages', dir))]),
         ),
       },
       devDependencies: Object.fromEntries(

@@ -16,6 +16,9 @@
  * @packageDocumentation
  */
 
+// Codecs: the error a body that cannot be read gives, and UTF-8 text that says so.
+export { bodyPreview, decodeFailure, payloadKind, utf8Body } from './codec/codec-support.js'
+
 // Transports: the AbortError a cancelled operation rejects with.
 export { abortError } from './errors.js'
 

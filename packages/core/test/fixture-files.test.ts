@@ -9,6 +9,10 @@ const REPO_ROOT = path.dirname(FIXTURES_DIR)
 // The bytes fixtures/README.md names: the family publishes them, and every AceMQ library tests
 // against exactly these. A reformatted or edited copy would test something else.
 const PUBLISHED: Record<string, { readonly bytes: number; readonly sha256: string }> = {
+  'codec-samples.json': {
+    bytes: 5_589,
+    sha256: '5b30312e90d360859d1714637a4cffc9d25ef8e091c04c07303c0491ca7d793c',
+  },
   'contract-fixtures.json': {
     bytes: 16_501,
     sha256: 'bef3b48f31a985a88b0f682c4d5fd06feed8ec20b1433b6c667bfc54f24b05a0',

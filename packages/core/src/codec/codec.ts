@@ -1,5 +1,6 @@
 import { AceMqError, ConfigurationError, describeError } from '../errors.js'
 import { ErrorCodes } from '../error-codes.js'
+import { payloadKind, utf8Body } from './codec-support.js'
 
 /**
  * Turns payloads into message bodies and back, for one content type. `decode` throws on a body
@@ -22,33 +23,8 @@ export interface Codec<T = unknown> {
 }
 
 const encoder = new TextEncoder()
-// `fatal`: bytes that are not UTF-8 are a decode failure, not text with replacement characters.
-const decoder = new TextDecoder('utf-8', { fatal: true })
 
 const DECODE = ErrorCodes.DECODE
-
-function preview(body: Uint8Array): string {
-  const head = Array.from(body.subarray(0, 8), (byte) => byte.toString(16).padStart(2, '0'))
-  return `${body.length} byte(s) starting ${head.join(' ')}`
-}
-
-function utf8Text(body: Uint8Array, what: string): string {
-  try {
-    return decoder.decode(body)
-  } catch (error) {
-    throw new AceMqError(`the body is not UTF-8 text, so it is not ${what} (${preview(body)})`, {
-      code: DECODE,
-      cause: error,
-    })
-  }
-}
-
-function kindOf(value: unknown): string {
-  if (value === null) return 'null'
-  if (Array.isArray(value)) return 'an array'
-  if (value instanceof Uint8Array) return 'bytes'
-  return `a ${typeof value}`
-}
 
 /**
  * `application/json` in UTF-8, the default codec. Encoding `undefined`, a function or a symbol
@@ -79,7 +55,7 @@ export const jsonCodec: Codec<unknown> = Object.freeze({
       })
     }
     if (text === undefined) {
-      throw new ConfigurationError(`payload cannot be encoded as JSON: got ${kindOf(value)}`)
+      throw new ConfigurationError(`payload cannot be encoded as JSON: got ${payloadKind(value)}`)
     }
     // A Buffer is a Uint8Array; transports that want a Buffer then need no copy.
     return Buffer.from(text, 'utf8')
@@ -88,7 +64,7 @@ export const jsonCodec: Codec<unknown> = Object.freeze({
     if (body.length === 0) {
       throw new AceMqError('the body is empty, and an empty body is not JSON', { code: DECODE })
     }
-    const text = utf8Text(body, 'JSON')
+    const text = utf8Body(body, 'JSON')
     try {
       return JSON.parse(text) as unknown
     } catch (error) {
@@ -115,13 +91,13 @@ export const textCodec: Codec<string> = Object.freeze({
   encode(value: string): Uint8Array {
     if (typeof value !== 'string') {
       throw new ConfigurationError(
-        `payload must be a string for text/plain; got ${kindOf(value as unknown)}`,
+        `payload must be a string for text/plain; got ${payloadKind(value as unknown)}`,
       )
     }
     return encoder.encode(value)
   },
   decode(body: Uint8Array): string {
-    return utf8Text(body, 'text')
+    return utf8Body(body, 'text')
   },
 })
 
@@ -139,7 +115,7 @@ export const bytesCodec: Codec<Uint8Array> = Object.freeze({
   encode(value: Uint8Array): Uint8Array {
     if (!(value instanceof Uint8Array)) {
       throw new ConfigurationError(
-        `payload must be a Uint8Array (or Buffer) for application/octet-stream; got ${kindOf(value as unknown)}`,
+        `payload must be a Uint8Array (or Buffer) for application/octet-stream; got ${payloadKind(value as unknown)}`,
       )
     }
     return value

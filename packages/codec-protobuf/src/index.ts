@@ -1,0 +1,1 @@
+export { protobufCodec, type ProtobufCodecOptions } from './protobuf-codec.js'

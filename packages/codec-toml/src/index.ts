@@ -1,0 +1,1 @@
+export { tomlCodec } from './toml-codec.js'

@@ -1,0 +1,1 @@
+export { xmlCodec, type XmlCodecOptions } from './xml-codec.js'

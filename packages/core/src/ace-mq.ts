@@ -2,16 +2,12 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { CodecRegistry } from './codec/codec-registry.js'
 import { DEFAULT_DRAIN_TIMEOUT } from './constants.js'
 import { ConsumerOptions } from './consumer/consumer-options.js'
-import {
-  ConsumerEngine,
-  drainOrAbandon,
-  graceUntil,
-  waitFor,
-  type Consumer,
-  type ConsumerHost,
-  type DeliveryTask,
-  type TaskSet,
-} from './consumer/consumer.js'
+import type { Consumer } from './consumer/consumer.js'
+import { ConsumerEngine } from './consumer/consumer-engine.js'
+import type { ConsumerHost, TaskSet } from './consumer/consumer-host.js'
+import type { DeliveryTask } from './consumer/delivery-task.js'
+import { drainOrAbandon, graceUntil, waitFor } from './consumer/drain.js'
+import type { DeliveryHook } from './consumer/delivery-hook.js'
 import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
@@ -31,10 +27,8 @@ import type { OutboxStore } from './outbox/outbox-store.js'
 import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
 import { orderedRegistry, type OrderedHost } from './ordered/ordered-host.js'
 import { OrderedQueueBuilder, type OrderedQueue } from './ordered/ordered-queue.js'
-import type { InPlaceFailures } from './ordered/in-place-failures.js'
 import { PipelineBuilder } from './pipeline/pipeline.js'
 import type { PipelineHost } from './pipeline/pipeline-host.js'
-import type { StepHook } from './pipeline/step-hook.js'
 import { Replay } from './replay/replay.js'
 import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
@@ -373,7 +367,7 @@ export class AceMq implements AsyncDisposable {
       publisher: (queue) => this.publisher('', queue),
       registerHealth: (contributor) => this.registerHealth(contributor),
       startConsumer: (queue, options, handler, inPlace) =>
-        this.#startEngine(queue, options, handler, inPlace, undefined),
+        this.#startEngine(queue, options, handler, inPlace),
       assertOpen: () => this.#assertOpen(),
       reportError: (error, context) => this.#reportError(error, context),
     }
@@ -412,7 +406,7 @@ export class AceMq implements AsyncDisposable {
       },
       publisher: (queue, reserved) => new Publisher(this.#publisherHost, '', queue, {}, reserved),
       startConsumer: (queue, options, handler, step) =>
-        this.#startEngine(queue, options, handler, undefined, step),
+        this.#startEngine(queue, options, handler, step),
       assertOpen: () => this.#assertOpen(),
     }
   }
@@ -422,11 +416,10 @@ export class AceMq implements AsyncDisposable {
     queue: string,
     options: ConsumerOptions,
     handler: Handler<unknown>,
-    inPlace: InPlaceFailures | undefined,
-    step: StepHook | undefined,
+    hook: DeliveryHook,
   ): Promise<Consumer> {
     this.#assertOpen()
-    const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, inPlace, step)
+    const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, hook)
     this.#consumers.add(consumer)
     try {
       await consumer.start()

@@ -8,6 +8,7 @@ import type { ConsumerHost, TaskSet } from './consumer/consumer-host.js'
 import type { DeliveryTask } from './consumer/delivery-task.js'
 import { drainOrAbandon, graceUntil, waitFor } from './consumer/drain.js'
 import type { DeliveryHook } from './consumer/delivery-hook.js'
+import { assertInterceptor, withInterceptor, type Interceptor } from './consumer/interceptor.js'
 import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
@@ -83,6 +84,8 @@ export class AceMq implements AsyncDisposable {
   readonly #origin: string
   readonly #onError: ((error: unknown, context: string) => void) | undefined
   readonly #consumers = new Set<ConsumerEngine<unknown>>()
+  /** `mq.intercept()`'s, by order; replaced (never changed) at each call. */
+  #interceptors: readonly Interceptor[] = []
   readonly #contributors = new Map<string, HealthContributor>()
   readonly #currentTask = new AsyncLocalStorage<DeliveryTask | undefined>()
   readonly #closingController = new AbortController()
@@ -191,6 +194,21 @@ export class AceMq implements AsyncDisposable {
    * mq.setInstrumentation(myInstrumentation)
    * ```
    */
+  /**
+   * Adds an interceptor to every consumer and publisher of this connection, those made before
+   * it too (docs/design.md §16): consume members run around each handler, publish members
+   * around each send, all in ascending `order`.
+   *
+   * @example
+   * ```ts
+   * mq.intercept({ name: 'audit', afterHandle: (message, ack) => log.info(message.envelope.id, ack.kind) })
+   * ```
+   */
+  intercept(interceptor: Interceptor): void {
+    assertInterceptor(interceptor, 'intercept(interceptor)')
+    this.#interceptors = withInterceptor(this.#interceptors, interceptor)
+  }
+
   setInstrumentation(instrumentation: Instrumentation | undefined): Instrumentation | undefined {
     const previous = this.#installedInstrumentation
     this.#installedInstrumentation = instrumentation
@@ -719,8 +737,10 @@ export class AceMq implements AsyncDisposable {
     const failingStore: string[] = []
     let storeError: string | undefined
     let waiting = 0
+    let refused = 0
     for (const consumer of this.#consumers) {
       waiting += consumer.waiting
+      refused += consumer.refused
       const trouble = consumer.trouble()
       if (trouble === undefined) continue
       if (trouble.unsubscribed) unsubscribed.push(trouble.queue)
@@ -734,6 +754,8 @@ export class AceMq implements AsyncDisposable {
       count: String(this.#consumers.size),
       waiting: String(waiting),
     }
+    // Counted, not a trouble: a refusal is the interceptor doing its work.
+    if (refused > 0) details['refused'] = String(refused)
     if (unsubscribed.length > 0) details['unsubscribed'] = unsubscribed.join(',')
     if (failingMoves.length > 0) details['failingMoves'] = failingMoves.join(',')
     if (failingStore.length > 0) details['failingStore'] = failingStore.join(',')
@@ -780,7 +802,11 @@ export class AceMq implements AsyncDisposable {
       get publishingPaused() {
         return mq.#publishingPaused
       },
+      get interceptors() {
+        return mq.#interceptors
+      },
       assertOpen: () => this.#assertCanPublish(),
+      reportError: (error, context) => this.#reportError(error, context),
     }
   }
 
@@ -798,6 +824,9 @@ export class AceMq implements AsyncDisposable {
       },
       get consumingPaused() {
         return mq.#consumingPaused
+      },
+      get interceptors() {
+        return mq.#interceptors
       },
       inFlightChanged: (delta) => {
         this.#inFlight += delta

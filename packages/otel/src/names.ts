@@ -36,6 +36,8 @@ export const ACEMQ_METRICS = Object.freeze({
   pipelineRunTotal: 'acemq.pipeline.run.total',
   /** Histogram (s) of a finished run's age (from its first publish to its end), same labels. */
   pipelineRunDuration: 'acemq.pipeline.run.duration',
+  /** Counter of interceptors that threw after the handler, on error or around a publish, by `queue`, `interceptor`, `phase`. */
+  interceptorFailed: 'acemq.interceptor.failed',
 } as const)
 
 /**
@@ -54,6 +56,8 @@ export const ACEMQ_LABELS = Object.freeze({
   rung: 'rung',
   pipeline: 'pipeline',
   step: 'step',
+  interceptor: 'interceptor',
+  phase: 'phase',
 } as const)
 
 /**

@@ -3,6 +3,7 @@ import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import {
   engineScenarios,
   idempotencyScenarios,
+  interceptorScenarios,
   AMQP_URL,
   requireRabbit,
   shutdownScenarios,
@@ -27,4 +28,5 @@ describe.runIf(hasRabbit)('the shared scenarios on AmqpTransport', () => {
   engineScenarios('AmqpTransport (RabbitMQ)', amqp)
   shutdownScenarios('AmqpTransport (RabbitMQ)', amqp)
   idempotencyScenarios('AmqpTransport (RabbitMQ)', amqp)
+  interceptorScenarios('AmqpTransport (RabbitMQ)', amqp)
 })

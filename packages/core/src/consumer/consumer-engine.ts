@@ -108,6 +108,11 @@ export class ConsumerEngine<T> implements Consumer {
     return this.#slots.waiting
   }
 
+  /** Messages an interceptor refused (moved to `{queue}.dlq`). */
+  get refused(): number {
+    return this.#processor.refused
+  }
+
   /** What this consumer is struggling with, or undefined when nothing. */
   trouble(): ConsumerTrouble | undefined {
     const unsubscribed = intakeOpen(this.#state) && this.#lane !== undefined && this.#lane.lost

@@ -4,6 +4,7 @@ import type { Instrumentation } from '../telemetry/instrumentation.js'
 import type { Transport } from '../transport/transport.js'
 import type { ConsumerEngine } from './consumer-engine.js'
 import type { DeliveryTask } from './delivery-task.js'
+import type { ConsumeInterceptor } from './interceptor.js'
 
 /** What a consumer needs from its connection. Internal to core. */
 export interface ConsumerHost {
@@ -11,6 +12,8 @@ export interface ConsumerHost {
   readonly codecs: CodecRegistry
   readonly origin: string
   readonly instrumentation: Instrumentation | undefined
+  /** The connection's interceptors by order (`mq.intercept`): a new array at each change. */
+  readonly interceptors: readonly ConsumeInterceptor[]
   readonly consumingPaused: boolean
   readonly currentTask: AsyncLocalStorage<DeliveryTask | undefined>
   /** Aborted when the connection is about to close: set-aside publishes stop waiting then. */

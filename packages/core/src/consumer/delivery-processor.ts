@@ -7,6 +7,7 @@ import { assertIdempotencyKey } from '../idempotency/store-validation.js'
 import type { ProcessScope } from '../telemetry/instrumentation.js'
 import type { AckResult } from './ack.js'
 import type { Claims } from './claims.js'
+import { ConsumeChain } from './consume-chain.js'
 import type { ConsumerHost } from './consumer-host.js'
 import type { ConsumerOptions } from './consumer-options.js'
 import type { DeliveryHook, Hop } from './delivery-hook.js'
@@ -37,6 +38,17 @@ export class DeliveryProcessor<T> {
   readonly #forwards: ForwardHook | undefined
   /** Decodes, runs and settles without a promise when the handler returns none (see {@link #handlePlain}). */
   readonly #plain: boolean
+  /** The interceptors: none on the common path, which then reads one empty list per delivery. */
+  readonly #chain: ConsumeChain
+  /** The handler telling the interceptors' `onError`, made when first needed. */
+  #intercepted: Handler<T> | undefined
+  /** Messages refused by an interceptor (for health). */
+  #refused = 0
+
+  /** Messages refused by an interceptor and moved to `{queue}.dlq` (for health). */
+  get refused(): number {
+    return this.#refused
+  }
 
   constructor(
     parts: {
@@ -63,6 +75,7 @@ export class DeliveryProcessor<T> {
     this.#inPlace = holdsInPlace(hook) ? hook : undefined
     this.#forwards = forwards(hook) ? hook : undefined
     // A hook that acts before the handler or after an accept needs #handle (and its promise).
+    this.#chain = new ConsumeChain(parts.host, parts.queue, parts.options.interceptors)
     this.#plain =
       parts.options.store === undefined &&
       hook?.arrived === undefined &&
@@ -133,7 +146,7 @@ export class DeliveryProcessor<T> {
   #handlePlain(handling: Handling): Settled | Promise<Settled> | undefined {
     // A pipeline step forwards what it accepts: #handle does that. An ordered consumer's run
     // that fails goes on in place (#settleHandled), one that succeeds is settled here.
-    if (!this.#plain) return undefined
+    if (!this.#plain || this.#chain.list.length > 0) return undefined
     const { delivery } = handling.task
     const codec = this.#host.codecs.find(delivery.properties.contentType)
     if (codec === undefined) return undefined
@@ -232,9 +245,25 @@ export class DeliveryProcessor<T> {
     }
 
     const message = this.#message(handling, payload)
+    const interceptors = this.#chain.list
+    if (interceptors.length > 0) {
+      const refusal = await this.#chain.before(interceptors, message as Message<unknown>)
+      if (refusal !== undefined) {
+        // Not handled: the claim goes back, and the message to `{queue}.dlq`, never requeued.
+        if (store !== undefined) this.#claims.release(store, key, owner)
+        const reason = `an interceptor refused it: ${refusal}`
+        const settled = await this.#mover.setAside(handling, 'refused', reason)
+        if (settled === 'refused') this.#refused++
+        return settled
+      }
+    }
     this.#hook?.arrived?.(message as Message<unknown>, delivery.wireHeaders ?? delivery.headers)
-    const result = await this.#runHandler(handling, message)
+    let result = await this.#runHandler(handling, message, interceptors.length > 0)
     if (task.abandoned) return 'abandoned'
+    if (interceptors.length > 0) {
+      result = await this.#chain.after(interceptors, message as Message<unknown>, result)
+      if (task.abandoned) return 'abandoned'
+    }
     if (this.#inPlace !== undefined && (result.kind === 'retry' || result.kind === 'release')) {
       return this.#runAgainInPlace(this.#inPlace, handling, message, result)
     }
@@ -354,8 +383,15 @@ export class DeliveryProcessor<T> {
     }
   }
 
-  #runHandler(handling: Handling, message: Message<T>): AckResult | Promise<AckResult> {
-    return runHandler(this.#host.currentTask, this.#handler, this.#context, handling, message)
+  #runHandler(
+    handling: Handling,
+    message: Message<T>,
+    intercepted = false,
+  ): AckResult | Promise<AckResult> {
+    const handler = intercepted
+      ? (this.#intercepted ??= this.#chain.wrap(this.#handler))
+      : this.#handler
+    return runHandler(this.#host.currentTask, handler, this.#context, handling, message)
   }
 
   /** Not async: an accepted message is acked without a promise around it. */

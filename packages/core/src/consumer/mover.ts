@@ -107,10 +107,10 @@ export class Mover {
     return outcome
   }
 
-  /** A copy to `{queue}.dlq` (`dead_lettered`, `rejected`) or `{queue}.parked` with `reason`. */
+  /** A copy to `{queue}.dlq` (`dead_lettered`, `rejected`, `refused`) or `{queue}.parked` with `reason`. */
   async setAside(
     handling: Handling,
-    outcome: 'dead_lettered' | 'rejected' | 'parked',
+    outcome: 'dead_lettered' | 'rejected' | 'parked' | 'refused',
     reason: string,
   ): Promise<Settled> {
     const target =

@@ -32,6 +32,7 @@ const CONSUME_OUTCOMES: readonly ConsumeOutcome[] = [
   'dead_lettered',
   'parked',
   'in_progress',
+  'refused',
 ]
 
 /** What a publish to one exchange and routing key needs, built once per route. */
@@ -72,6 +73,7 @@ export class Instruments {
   readonly outboxLag: Histogram
   readonly pipelineRunTotal: Counter
   readonly pipelineRunDuration: Histogram
+  readonly interceptorFailed: Counter
   /** Cleared by uninstall: scopes still open end their spans but record no more metrics. */
   recording = true
   readonly #routes = new Map<string, Map<string, Route>>()
@@ -138,6 +140,11 @@ export class Instruments {
         "A finished pipeline run's age: from its first publish to the step that ended it.",
       unit: 's',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    })
+    this.interceptorFailed = meter.createCounter(ACEMQ_METRICS.interceptorFailed, {
+      description:
+        'Interceptors that threw where a throw changes nothing (after the handler, on error, after a confirm).',
+      unit: '{failure}',
     })
   }
 

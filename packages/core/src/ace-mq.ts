@@ -9,6 +9,7 @@ import type { DeliveryTask } from './consumer/delivery-task.js'
 import { drainOrAbandon, graceUntil, waitFor } from './consumer/drain.js'
 import type { DeliveryHook } from './consumer/delivery-hook.js'
 import { assertInterceptor, withInterceptor, type Interceptor } from './consumer/interceptor.js'
+import { deadLetterWarning, type OnDeadLetter } from './consumer/dead-letter.js'
 import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
@@ -50,6 +51,13 @@ export interface AceMqOptions {
    * repeats held back. Pass your logger here (`(error, context) => log.warn(...)`).
    */
   readonly onError?: (error: unknown, context: string) => void
+  /**
+   * Told of every message a consumer of this connection moves to `{queue}.dlq` or
+   * `{queue}.parked` (a consumer's `withOnDeadLetter` takes its place for that consumer).
+   * Default: each is reported to `onError` as an `ACEMQ_DEAD_LETTERED` error, so with no
+   * `onError` a warning is printed, one line per reason at most once a minute.
+   */
+  readonly onDeadLetter?: OnDeadLetter
 }
 
 /** Options for {@link AceMq.close}. */
@@ -83,6 +91,7 @@ export class AceMq implements AsyncDisposable {
   readonly #codecs: CodecRegistry
   readonly #origin: string
   readonly #onError: ((error: unknown, context: string) => void) | undefined
+  readonly #onDeadLetter: OnDeadLetter
   readonly #consumers = new Set<ConsumerEngine<unknown>>()
   /** `mq.intercept()`'s, by order; replaced (never changed) at each call. */
   #interceptors: readonly Interceptor[] = []
@@ -108,6 +117,12 @@ export class AceMq implements AsyncDisposable {
     this.#codecs = options.codecs ?? CodecRegistry.defaults()
     this.#origin = options.origin ?? defaultOrigin()
     this.#onError = options.onError ?? warningReporter()
+    this.#onDeadLetter =
+      options.onDeadLetter ??
+      ((report) => {
+        const { error, context } = deadLetterWarning(report)
+        this.#reportError(error, context)
+      })
     this.#unsubscribe = transport.onEvent((event) => this.#onTransportEvent(event))
   }
 
@@ -127,6 +142,11 @@ export class AceMq implements AsyncDisposable {
     ) {
       throw new ConfigurationError(
         `AceMq.connect(transport) needs a Transport; got ${String(transport)}`,
+      )
+    }
+    if (options.onDeadLetter !== undefined && typeof options.onDeadLetter !== 'function') {
+      throw new ConfigurationError(
+        `AceMq.connect(options.onDeadLetter) must be a function; got ${String(options.onDeadLetter)}`,
       )
     }
     if (options.codecs !== undefined && !(options.codecs instanceof CodecRegistry)) {
@@ -839,6 +859,7 @@ export class AceMq implements AsyncDisposable {
         this.#consumers.delete(consumer)
       },
       reportError: (error, context) => this.#reportError(error, context),
+      deadLettered: (report) => this.#onDeadLetter(report),
       insideWaits: this.#inside,
       enterInside: (task) => this.#enterInside(task),
       leaveInside: (task) => this.#leaveInside(task),

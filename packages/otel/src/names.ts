@@ -22,7 +22,7 @@ export const ACEMQ_METRICS = Object.freeze({
   consumeInFlight: 'acemq.consume.in.flight',
   /** Counter of messages put back for another attempt, by `queue`. */
   messagesRetriedTotal: 'acemq.messages.retried.total',
-  /** Counter of messages given up on (`dead_lettered`) or parked (`parked`), by `queue`, `outcome`. */
+  /** Counter of messages that landed in `.dlq` or `.parked`, by `queue`, `outcome` (`dead_lettered`, `rejected`, `refused`, `parked`). */
   messagesDeadLetteredTotal: 'acemq.messages.dead.lettered.total',
   /** Counter of broker waits whose rung queue was missing, by `queue`, `rung`. */
   retryRungMissing: 'acemq.retry.rung.missing',

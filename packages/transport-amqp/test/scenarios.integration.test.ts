@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe } from 'vitest'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import {
+  deadLetterScenarios,
   engineScenarios,
   idempotencyScenarios,
   interceptorScenarios,
@@ -29,4 +30,5 @@ describe.runIf(hasRabbit)('the shared scenarios on AmqpTransport', () => {
   shutdownScenarios('AmqpTransport (RabbitMQ)', amqp)
   idempotencyScenarios('AmqpTransport (RabbitMQ)', amqp)
   interceptorScenarios('AmqpTransport (RabbitMQ)', amqp)
+  deadLetterScenarios('AmqpTransport (RabbitMQ)', amqp)
 })

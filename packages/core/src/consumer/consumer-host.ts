@@ -3,6 +3,7 @@ import type { CodecRegistry } from '../codec/codec-registry.js'
 import type { Instrumentation } from '../telemetry/instrumentation.js'
 import type { Transport } from '../transport/transport.js'
 import type { ConsumerEngine } from './consumer-engine.js'
+import type { DeadLetterReport } from './dead-letter.js'
 import type { DeliveryTask } from './delivery-task.js'
 import type { ConsumeInterceptor } from './interceptor.js'
 
@@ -21,6 +22,8 @@ export interface ConsumerHost {
   /** Handlers (and their settlement) running across the connection went up or down by one. */
   inFlightChanged(delta: 1 | -1): void
   consumerClosed(consumer: ConsumerEngine<unknown>): void
+  /** The connection's `onDeadLetter` (its default reports through {@link reportError}). */
+  deadLettered(report: DeadLetterReport): void
   /** Reports a failure the engine recovered from (a store that failed, a move that failed). */
   reportError(error: unknown, context: string): void
   /**

@@ -10,6 +10,7 @@ import { toMillis, type Duration } from '../duration.js'
 import { ConfigurationError } from '../errors.js'
 import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
 import type { RetryPolicy } from '../retry/retry-policy.js'
+import type { OnDeadLetter } from './dead-letter.js'
 import { assertInterceptor, type ConsumeInterceptor } from './interceptor.js'
 
 /** The options' fields, named once: in the class declaration below. */
@@ -61,6 +62,8 @@ export class ConsumerOptions {
   declare readonly storeTimeoutMs: number
   /** This consumer's own interceptors, run with the connection's by `order` (default none). */
   declare readonly interceptors: readonly ConsumeInterceptor[]
+  /** Told of each message this consumer moves to `.dlq` or `.parked` (default: the connection's `onDeadLetter`). */
+  declare readonly onDeadLetter: OnDeadLetter | undefined
 
   readonly #fields: Fields
 
@@ -82,6 +85,7 @@ export class ConsumerOptions {
       heldTimeoutMs: DEFAULT_HELD_TIMEOUT,
       storeTimeoutMs: DEFAULT_STORE_TIMEOUT,
       interceptors: NO_INTERCEPTORS,
+      onDeadLetter: undefined,
     })
   }
 
@@ -174,6 +178,24 @@ export class ConsumerOptions {
       assertInterceptor(interceptor, `withInterceptors(interceptors[${i}])`),
     )
     return this.#with({ interceptors: Object.freeze([...this.interceptors, ...interceptors]) })
+  }
+
+  /**
+   * Tells `onDeadLetter` of each message this consumer moves to `{queue}.dlq` or
+   * `{queue}.parked`, instead of the connection's `onDeadLetter`.
+   *
+   * @example
+   * ```ts
+   * ConsumerOptions.defaults().withOnDeadLetter((r) => alerts.page(`${r.target}: ${r.reason}`))
+   * ```
+   */
+  withOnDeadLetter(onDeadLetter: OnDeadLetter): ConsumerOptions {
+    if (typeof onDeadLetter !== 'function') {
+      throw new ConfigurationError(
+        `withOnDeadLetter(onDeadLetter) must be a function; got ${String(onDeadLetter)}`,
+      )
+    }
+    return this.#with({ onDeadLetter })
   }
 }
 

@@ -7,6 +7,7 @@ import type { Declaration, Delivery, MessageProperties } from '../transport/tran
 import type { AckResult } from './ack.js'
 import type { ConsumerHost } from './consumer-host.js'
 import type { ConsumerOptions } from './consumer-options.js'
+import type { DeadLetterOutcome, DeadLetterReport } from './dead-letter.js'
 import type { DeliveryTask, Handling, Settled, TaskWaits } from './delivery-task.js'
 
 /** The longest a failed move waits before it is tried again. */
@@ -79,7 +80,7 @@ export class Mover {
       firstSeen: envelope.firstSeen ?? Date.now(),
       error: undefined,
     }
-    const moved = await this.move(task, target, next, undefined)
+    const moved = await this.move(handling, target, next, undefined)
     if (moved !== 'moved') return moved
     scope?.retried(delayMs, target !== this.#queue)
     return 'retried'
@@ -101,7 +102,7 @@ export class Mover {
       firstSeen: envelope.firstSeen ?? Date.now(),
       error: undefined,
     }
-    const moved = await this.move(task, this.#queue, copy, undefined)
+    const moved = await this.move(handling, this.#queue, copy, undefined)
     if (moved !== 'moved') return moved
     if (outcome === 'retried') scope?.retried(delayMs, false)
     return outcome
@@ -115,10 +116,33 @@ export class Mover {
   ): Promise<Settled> {
     const target =
       outcome === 'parked' ? parkedQueueName(this.#queue) : deadLetterQueueName(this.#queue)
-    const moved = await this.move(handling.task, target, handling.envelope, reason)
+    const moved = await this.move(handling, target, handling.envelope, reason)
     if (moved !== 'moved') return moved
-    handling.scope?.setAside(outcome, target, reason)
+    this.#landed(handling, outcome, target, reason)
     return outcome
+  }
+
+  /**
+   * A copy landed in `.dlq` or `.parked`: telemetry hears of it, and so does `onDeadLetter`
+   * (the consumer's, else the connection's), whatever sent it there. A hook that throws is
+   * reported and changes nothing.
+   */
+  #landed(handling: Handling, outcome: DeadLetterOutcome, target: string, reason: string): void {
+    handling.scope?.setAside(outcome, target, reason)
+    const report: DeadLetterReport = {
+      queue: this.#queue,
+      target,
+      messageId: handling.envelope.id,
+      outcome,
+      reason,
+      attempt: handling.envelope.attempt,
+    }
+    try {
+      if (this.#options.onDeadLetter === undefined) this.#host.deadLettered(report)
+      else this.#options.onDeadLetter(report)
+    } catch (error) {
+      this.#host.reportError(error, `onDeadLetter failed for message ${report.messageId}`)
+    }
   }
 
   /**
@@ -135,11 +159,12 @@ export class Mover {
    * still reaches its dead-letter queue.
    */
   async move(
-    task: DeliveryTask,
+    handling: Handling,
     target: string,
     envelope: Envelope,
     error: string | undefined,
   ): Promise<'moved' | 'parked' | 'released'> {
+    const { task } = handling
     const { delivery } = task
     let failure: unknown
     try {
@@ -157,6 +182,7 @@ export class Mover {
       try {
         await this.#publishCopy(delivery, parked, envelope, reason, false)
         delivery.ack()
+        this.#landed(handling, 'parked', parked, reason)
         return 'parked'
       } catch (second) {
         failure = second

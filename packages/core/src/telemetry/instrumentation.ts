@@ -38,7 +38,7 @@ export interface ProcessScope {
   handled(durationMs: number, error?: unknown): void
   /** The message was put back for another attempt after `delayMs`. */
   retried(delayMs: number, inBroker: boolean): void
-  /** The message was set aside on `queue` with `reason`. */
+  /** The message landed on `queue` (`{q}.dlq`, `{q}.parked`) with `reason`, however it got there. */
   setAside(
     outcome: 'dead_lettered' | 'parked' | 'rejected' | 'refused',
     queue: string,

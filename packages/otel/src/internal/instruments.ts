@@ -51,7 +51,9 @@ export interface QueueRecord {
   /** `acemq.messages.retried.total` labels. */
   readonly retriedLabels: Attributes
   /** `acemq.messages.dead.lettered.total` labels by outcome. */
-  readonly deadLetteredLabels: Readonly<Record<'dead_lettered' | 'parked', Attributes>>
+  readonly deadLetteredLabels: Readonly<
+    Record<'dead_lettered' | 'parked' | 'rejected' | 'refused', Attributes>
+  >
 }
 
 /**
@@ -116,7 +118,8 @@ export class Instruments {
       unit: '{message}',
     })
     this.deadLetteredTotal = meter.createCounter(ACEMQ_METRICS.messagesDeadLetteredTotal, {
-      description: 'Messages given up on (dead_lettered) or parked.',
+      description:
+        'Messages that landed in a dead-letter or parking queue, by how: dead_lettered (retries ran out), rejected (FatalError, Ack.deadLetter), refused (an interceptor), parked.',
       unit: '{message}',
     })
     this.rungMissing = meter.createCounter(ACEMQ_METRICS.retryRungMissing, {
@@ -212,6 +215,8 @@ function buildQueueRecord(queue: string): QueueRecord {
         [ACEMQ_LABELS.outcome]: 'dead_lettered',
       }),
       parked: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'parked' }),
+      rejected: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'rejected' }),
+      refused: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'refused' }),
     }),
   })
 }

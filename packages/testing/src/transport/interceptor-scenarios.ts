@@ -3,24 +3,16 @@ import {
   Ack,
   ConsumerOptions,
   InMemoryIdempotencyStore,
-  Topology,
   UnroutableError,
   readEnvelope,
   type AckResult,
   type AceMq,
-  type Consumer,
   type Envelope,
-  type Message,
 } from '@acemq/core'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
-import {
-  closeScenario,
-  openScenario,
-  type InspectedMessage,
-  type ScenarioConnection,
-  type ScenarioTarget,
-} from './engine-scenarios.js'
+import type { InspectedMessage, ScenarioTarget } from './engine-scenarios.js'
+import { ScenarioQueue } from './scenario-queue.js'
 
 function envelopeOf(message: InspectedMessage, queue: string): Envelope {
   return readEnvelope(message.headers, { messageId: message.messageId, routingKey: queue }).envelope
@@ -37,39 +29,20 @@ function settle(ms = 300): Promise<void> {
  */
 export function interceptorScenarios(name: string, target: ScenarioTarget): void {
   describe(`interceptors on ${name}`, () => {
-    let connection: ScenarioConnection | undefined
-    const queues: string[] = []
-    const consumers: Consumer[] = []
+    const scenario = new ScenarioQueue(target, 'intercept')
     const reports: { readonly error: unknown; readonly context: string }[] = []
 
     afterEach(async () => {
-      for (const consumer of consumers.splice(0)) await consumer.close({ drainTimeout: 0 })
       reports.splice(0)
-      if (connection !== undefined) await closeScenario(connection, queues)
-      connection = undefined
+      await scenario.close()
     })
 
-    async function open(): Promise<{ mq: AceMq; q: string }> {
-      connection = await openScenario(target, undefined, {
-        onError: (error, context) => reports.push({ error, context }),
-      })
-      const q = uniqueName('intercept')
-      queues.push(q)
-      await connection.mq.applyTopology(Topology.define().queueWithDeadLetter(q))
-      return { mq: connection.mq, q }
+    function open(): Promise<{ mq: AceMq; q: string }> {
+      return scenario.open({ onError: (error, context) => reports.push({ error, context }) })
     }
 
-    async function consume(
-      mq: AceMq,
-      q: string,
-      options: ConsumerOptions,
-      handler: (m: Message<unknown>) => unknown,
-    ): Promise<void> {
-      consumers.push(await mq.consume(q, options, async (m) => (await handler(m)) as never))
-    }
-
-    function probe(): ScenarioConnection['probe'] {
-      return (connection as ScenarioConnection).probe
+    function probe(): ScenarioQueue['probe'] {
+      return scenario.probe
     }
 
     it('runs every phase in ascending order, the connection first among equals, and an afterHandle may replace the Ack', async () => {
@@ -92,7 +65,7 @@ export function interceptorScenarios(name: string, target: ScenarioTarget): void
         order: 10,
         beforeHandle: () => void seen.push('before:consumer-10'),
       })
-      await consume(mq, q, own, () => void seen.push('handler'))
+      await scenario.consume(mq, q, own, () => void seen.push('handler'))
       await mq.publisher('', q).send({ n: 1 })
       await eventually(async () => (await probe().count(`${q}.dlq`)) === 1, 10_000, 'the dlq copy')
       expect(seen).toEqual([
@@ -118,7 +91,7 @@ export function interceptorScenarios(name: string, target: ScenarioTarget): void
           return m.headers['x-tenant'] === 'acme' ? undefined : { refuse: 'unknown tenant' }
         },
       })
-      await consume(mq, q, ConsumerOptions.defaults(), () => void handled++)
+      await scenario.consume(mq, q, ConsumerOptions.defaults(), () => void handled++)
       await mq.publisher('', q).send({ n: 1 }, { headers: { 'x-tenant': 'initech' } })
       await eventually(async () => (await probe().count(`${q}.dlq`)) === 1, 10_000, 'the dlq copy')
       await settle()
@@ -142,7 +115,7 @@ export function interceptorScenarios(name: string, target: ScenarioTarget): void
         },
       })
       let handled = 0
-      await consume(mq, q, ConsumerOptions.defaults(), () => void handled++)
+      await scenario.consume(mq, q, ConsumerOptions.defaults(), () => void handled++)
       await mq.publisher('', q).send({ n: 1 })
       await eventually(async () => (await probe().count(`${q}.dlq`)) === 1, 10_000, 'the dlq copy')
       await settle()
@@ -168,7 +141,7 @@ export function interceptorScenarios(name: string, target: ScenarioTarget): void
         },
       })
       let runs = 0
-      await consume(mq, q, ConsumerOptions.defaults().withRetryDelay(10), () => {
+      await scenario.consume(mq, q, ConsumerOptions.defaults().withRetryDelay(10), () => {
         runs++
         if (runs === 1) throw new Error('first run fails')
       })
@@ -190,7 +163,7 @@ export function interceptorScenarios(name: string, target: ScenarioTarget): void
       mq.intercept({ beforeHandle: () => (refuse ? { refuse: 'not yet' } : undefined) })
       const handled: string[] = []
       const options = ConsumerOptions.defaults().idempotent(InMemoryIdempotencyStore.forOneDay())
-      await consume(mq, q, options, (m) => void handled.push(m.envelope.id))
+      await scenario.consume(mq, q, options, (m) => void handled.push(m.envelope.id))
       const publisher = mq.publisher('', q)
       await publisher.send({ n: 1 }, { id: 'order-7' })
       await eventually(async () => (await probe().count(`${q}.dlq`)) === 1, 10_000, 'the dlq copy')

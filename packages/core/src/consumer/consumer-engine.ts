@@ -11,7 +11,7 @@ import { intakeOpen, moveState, type ConsumerState } from './consumer-state.js'
 import type { DeliveryHook, HoldEnd } from './delivery-hook.js'
 import { DeliveryProcessor } from './delivery-processor.js'
 import type { DeliveryTask, TaskWaits } from './delivery-task.js'
-import { drainOrAbandon, graceUntil, waitFor } from './drain.js'
+import { drainOrAbandon, graceUntil, reportAbandoned, waitFor } from './drain.js'
 import { Hold } from './hold.js'
 import { cancelLane, type Lane } from './lane.js'
 import type { Consumer } from './consumer.js'
@@ -319,9 +319,13 @@ export class ConsumerEngine<T> implements Consumer {
     this.#handlerAbort.abort()
   }
 
-  /** Gives up on the handlers still running: their late outcomes are discarded. */
+  /**
+   * Gives up on the handlers still running: their late outcomes are discarded, and the broker
+   * has their messages back once the channel closes. Said once: a handler that hangs through a
+   * close is something to look at (docs/design.md §17).
+   */
   abandonRunning(): void {
-    this.#slots.abandon()
+    reportAbandoned(this.#host, this.queue, this.#slots.abandon())
   }
 
   /** Closes the subscriptions' channels; the broker takes back anything unsettled. */

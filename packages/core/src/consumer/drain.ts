@@ -1,5 +1,7 @@
 import { HANDLER_ABANDON_TIMEOUT } from '../constants.js'
+import { AceMqError } from '../errors.js'
 import { sleep } from '../internal/timers.js'
+import type { ConsumerHost } from './consumer-host.js'
 
 /** What a drain does to the consumers it waits for once their time is over. */
 export interface Drainable {
@@ -53,4 +55,16 @@ export async function waitFor(promise: Promise<unknown>, ms: number): Promise<bo
   } finally {
     stop.abort()
   }
+}
+
+/** Reports `given` handlers of the consumer on `queue` given up on by a close, if any. */
+export function reportAbandoned(host: ConsumerHost, queue: string, given: number): void {
+  if (given === 0) return
+  const one = given === 1
+  host.reportError(
+    new AceMqError(
+      `gave up on ${given} handler${one ? '' : 's'} that did not return within the drain and the ${HANDLER_ABANDON_TIMEOUT / 1_000} s grace after ${one ? 'its' : 'their'} signal was aborted`,
+    ),
+    `closing the consumer on '${queue}': ${one ? 'its message goes' : 'their messages go'} back to the queue and ${one ? 'runs' : 'run'} again`,
+  )
 }

@@ -72,8 +72,8 @@ export class TaskSlots {
     }
   }
 
-  /** Gives up on every task: their late outcomes are discarded. */
-  abandon(): void {
+  /** Gives up on every task: their late outcomes are discarded. Answers how many were running. */
+  abandon(): number {
     // Given up on: nothing waits for them any more, and nothing counts them in `inFlight`. They
     // leave the running set before anyone is told: a drain told first would look, still see them
     // running, and never be told again (simulation finding 12).
@@ -86,6 +86,7 @@ export class TaskSlots {
     for (const task of this.#waiting.keys()) task.abandoned = true
     this.#waiting.clear()
     this.notifyIdle()
+    return abandoned.length
   }
 
   /** Running tasks, other than those in `except` (a drain or close called from inside handlers). */

@@ -12,8 +12,10 @@ const CORE_LAYERS = [
   ['codec', 'retry', 'health', 'sql', 'envelope', 'transport', 'shutdown'],
   // Parts built on one of those.
   ['topology', 'telemetry', 'idempotency'],
-  // The engine.
-  ['consumer', 'publisher'],
+  // The engine: the consumer, then the publisher, which runs the connection's interceptors
+  // (declared with the consumer's, one interface for both sides).
+  ['consumer'],
+  ['publisher'],
   // Features built on the engine.
   ['ordered', 'outbox', 'replay'],
   // Features built on features (a pipeline names its keys as the ordered queue does).
@@ -108,15 +110,6 @@ const boundaries = [
   ),
   ...CORE_LAYERS.flat().map((folder) =>
     restrict([`packages/core/src/${folder}/**/*.ts`], coreFolderRules(folder)),
-  ),
-  // TEMPORARY, until the consumer engine's hook lands (issue 26 item 2): the lead deletes this
-  // block after merging it. The engine still names exactly these two feature modules.
-  restrict(
-    ['packages/core/src/consumer/consumer.ts'],
-    coreFolderRules('consumer', [
-      { folder: 'ordered', file: 'in-place-failures.js' },
-      { folder: 'pipeline', file: 'step-hook.js' },
-    ]),
   ),
   restrict(
     [

@@ -3,13 +3,13 @@ import { CodecRegistry } from './codec/codec-registry.js'
 import { DEFAULT_DRAIN_TIMEOUT } from './constants.js'
 import { ConsumerOptions } from './consumer/consumer-options.js'
 import { closeSequence } from './connection/close-sequence.js'
-import {
-  ConsumerEngine,
-  type Consumer,
-  type ConsumerHost,
-  type DeliveryTask,
-  type TaskSet,
-} from './consumer/consumer.js'
+import type { Consumer } from './consumer/consumer.js'
+import { ConsumerEngine } from './consumer/consumer-engine.js'
+import type { ConsumerHost, TaskSet } from './consumer/consumer-host.js'
+import type { DeliveryTask } from './consumer/delivery-task.js'
+import type { DeliveryHook } from './consumer/delivery-hook.js'
+import { assertInterceptor, withInterceptor, type Interceptor } from './consumer/interceptor.js'
+import { deadLetterWarning, type OnDeadLetter } from './consumer/dead-letter.js'
 import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
@@ -24,10 +24,8 @@ import type { OutboxStore } from './outbox/outbox-store.js'
 import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
 import { orderedRegistry, type OrderedHost } from './ordered/ordered-host.js'
 import { OrderedQueueBuilder, type OrderedQueue } from './ordered/ordered-queue.js'
-import type { InPlaceFailures } from './ordered/in-place-failures.js'
 import { PipelineBuilder } from './pipeline/pipeline-builder.js'
 import type { PipelineHost } from './pipeline/pipeline-host.js'
-import type { StepHook } from './pipeline/step-hook.js'
 import { Replay } from './replay/replay.js'
 import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
@@ -48,6 +46,13 @@ export interface AceMqOptions {
    * repeats held back. Pass your logger here (`(error, context) => log.warn(...)`).
    */
   readonly onError?: (error: unknown, context: string) => void
+  /**
+   * Told of every message a consumer of this connection moves to `{queue}.dlq` or
+   * `{queue}.parked` (a consumer's `withOnDeadLetter` takes its place for that consumer).
+   * Default: each is reported to `onError` as an `ACEMQ_DEAD_LETTERED` error, so with no
+   * `onError` a warning is printed, one line per reason at most once a minute.
+   */
+  readonly onDeadLetter?: OnDeadLetter
 }
 
 /** Options for {@link AceMq.close}. */
@@ -78,7 +83,10 @@ export class AceMq implements AsyncDisposable {
   readonly #codecs: CodecRegistry
   readonly #origin: string
   readonly #onError: ((error: unknown, context: string) => void) | undefined
+  readonly #onDeadLetter: OnDeadLetter
   readonly #consumers = new Set<ConsumerEngine<unknown>>()
+  /** `mq.intercept()`'s, by order; replaced (never changed) at each call. */
+  #interceptors: readonly Interceptor[] = []
   readonly #contributors = new HealthContributors()
   readonly #currentTask = new AsyncLocalStorage<DeliveryTask | undefined>()
   readonly #closingController = new AbortController()
@@ -101,6 +109,12 @@ export class AceMq implements AsyncDisposable {
     this.#codecs = options.codecs ?? CodecRegistry.defaults()
     this.#origin = options.origin ?? defaultOrigin()
     this.#onError = options.onError ?? warningReporter()
+    this.#onDeadLetter =
+      options.onDeadLetter ??
+      ((report) => {
+        const { error, context } = deadLetterWarning(report)
+        this.#reportError(error, context)
+      })
     this.#unsubscribe = transport.onEvent((event) => this.#onTransportEvent(event))
   }
 
@@ -120,6 +134,11 @@ export class AceMq implements AsyncDisposable {
     ) {
       throw new ConfigurationError(
         `AceMq.connect(transport) needs a Transport; got ${String(transport)}`,
+      )
+    }
+    if (options.onDeadLetter !== undefined && typeof options.onDeadLetter !== 'function') {
+      throw new ConfigurationError(
+        `AceMq.connect(options.onDeadLetter) must be a function; got ${String(options.onDeadLetter)}`,
       )
     }
     if (options.codecs !== undefined && !(options.codecs instanceof CodecRegistry)) {
@@ -187,6 +206,21 @@ export class AceMq implements AsyncDisposable {
    * mq.setInstrumentation(myInstrumentation)
    * ```
    */
+  /**
+   * Adds an interceptor to every consumer and publisher of this connection, those made before
+   * it too (docs/design.md §22): consume members run around each handler, publish members
+   * around each send, all in ascending `order`.
+   *
+   * @example
+   * ```ts
+   * mq.intercept({ name: 'audit', afterHandle: (message, ack) => log.info(message.envelope.id, ack.kind) })
+   * ```
+   */
+  intercept(interceptor: Interceptor): void {
+    assertInterceptor(interceptor, 'intercept(interceptor)')
+    this.#interceptors = withInterceptor(this.#interceptors, interceptor)
+  }
+
   setInstrumentation(instrumentation: Instrumentation | undefined): Instrumentation | undefined {
     const previous = this.#installedInstrumentation
     this.#installedInstrumentation = instrumentation
@@ -363,7 +397,7 @@ export class AceMq implements AsyncDisposable {
       publisher: (queue) => this.publisher('', queue),
       registerHealth: (contributor) => this.registerHealth(contributor),
       startConsumer: (queue, options, handler, inPlace) =>
-        this.#startEngine(queue, options, handler, inPlace, undefined),
+        this.#startEngine(queue, options, handler, inPlace),
       assertOpen: () => this.#assertOpen(),
       reportError: (error, context) => this.#reportError(error, context),
     }
@@ -404,7 +438,7 @@ export class AceMq implements AsyncDisposable {
         new Publisher(this.#publisherHost, exchange, routingKey, {}, reserved),
       registerHealth: (contributor) => this.registerHealth(contributor),
       startConsumer: (queue, options, handler, step) =>
-        this.#startEngine(queue, options, handler, undefined, step),
+        this.#startEngine(queue, options, handler, step),
       assertOpen: () => this.#assertOpen(),
     }
   }
@@ -414,11 +448,10 @@ export class AceMq implements AsyncDisposable {
     queue: string,
     options: ConsumerOptions,
     handler: Handler<unknown>,
-    inPlace: InPlaceFailures | undefined,
-    step: StepHook | undefined,
+    hook: DeliveryHook,
   ): Promise<Consumer> {
     this.#assertOpen()
-    const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, inPlace, step)
+    const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, hook)
     this.#consumers.add(consumer)
     try {
       await consumer.start()
@@ -695,7 +728,11 @@ export class AceMq implements AsyncDisposable {
       get publishingPaused() {
         return mq.#publishingPaused
       },
+      get interceptors() {
+        return mq.#interceptors
+      },
       assertOpen: () => this.#assertCanPublish(),
+      reportError: (error, context) => this.#reportError(error, context),
     }
   }
 
@@ -714,6 +751,9 @@ export class AceMq implements AsyncDisposable {
       get consumingPaused() {
         return mq.#consumingPaused
       },
+      get interceptors() {
+        return mq.#interceptors
+      },
       inFlightChanged: (delta) => {
         this.#inFlight += delta
         // Only a drain is ever waiting: skip the copy on every other message.
@@ -725,6 +765,7 @@ export class AceMq implements AsyncDisposable {
         this.#consumers.delete(consumer)
       },
       reportError: (error, context) => this.#reportError(error, context),
+      deadLettered: (report) => this.#onDeadLetter(report),
       insideWaits: this.#inside,
       enterInside: (task) => this.#enterInside(task),
       leaveInside: (task) => this.#leaveInside(task),

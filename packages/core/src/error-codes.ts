@@ -71,6 +71,8 @@ export const ErrorCodes = Object.freeze({
   UNSUPPORTED: 'ACEMQ_UNSUPPORTED',
   /** `shutdownOnSignals`' `onShutdown` threw or rejected. */
   ON_SHUTDOWN_THREW: 'ACEMQ_ON_SHUTDOWN_THREW',
+  /** A consumer moved a message to `{queue}.dlq` or `{queue}.parked` (reported by the default `onDeadLetter`). */
+  DEAD_LETTERED: 'ACEMQ_DEAD_LETTERED',
   /** An `AceMqWarning` for a failure that carried no code of its own. */
   FAILURE: 'ACEMQ_FAILURE',
   /** An `AceMqWarning` that says how many warnings of other kinds were not printed. */

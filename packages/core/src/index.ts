@@ -18,6 +18,15 @@ export { Ack, isAckResult, type AckResult } from './consumer/ack.js'
 export { ConsumerOptions } from './consumer/consumer-options.js'
 export type { Consumer } from './consumer/consumer.js'
 export type { Handler, HandlerContext, Message } from './consumer/message.js'
+export type { DeadLetterOutcome, DeadLetterReport, OnDeadLetter } from './consumer/dead-letter.js'
+export type {
+  BeforeHandleResult,
+  ConsumeInterceptor,
+  Interceptor,
+  OutgoingPublish,
+  PublishChanges,
+  PublishInterceptor,
+} from './consumer/interceptor.js'
 export * from './codec/codec.js'
 export * from './codec/codec-registry.js'
 export * from './envelope/envelope.js'

@@ -22,7 +22,7 @@ export const ACEMQ_METRICS = Object.freeze({
   consumeInFlight: 'acemq.consume.in.flight',
   /** Counter of messages put back for another attempt, by `queue`. */
   messagesRetriedTotal: 'acemq.messages.retried.total',
-  /** Counter of messages given up on (`dead_lettered`) or parked (`parked`), by `queue`, `outcome`. */
+  /** Counter of messages that landed in `.dlq` or `.parked`, by `queue`, `outcome` (`dead_lettered`, `rejected`, `refused`, `parked`). */
   messagesDeadLetteredTotal: 'acemq.messages.dead.lettered.total',
   /** Counter of broker waits whose rung queue was missing, by `queue`, `rung`. */
   retryRungMissing: 'acemq.retry.rung.missing',
@@ -36,6 +36,8 @@ export const ACEMQ_METRICS = Object.freeze({
   pipelineRunTotal: 'acemq.pipeline.run.total',
   /** Histogram (s) of a finished run's age (from its first publish to its end), same labels. */
   pipelineRunDuration: 'acemq.pipeline.run.duration',
+  /** Counter of interceptors that threw after the handler, on error or around a publish, by `queue`, `interceptor`, `phase`. */
+  interceptorFailed: 'acemq.interceptor.failed',
 } as const)
 
 /**
@@ -54,6 +56,8 @@ export const ACEMQ_LABELS = Object.freeze({
   rung: 'rung',
   pipeline: 'pipeline',
   step: 'step',
+  interceptor: 'interceptor',
+  phase: 'phase',
 } as const)
 
 /**

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe } from 'vitest'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import {
+  deadLetterScenarios,
   engineScenarios,
   idempotencyScenarios,
+  interceptorScenarios,
   AMQP_URL,
   requireRabbit,
   shutdownScenarios,
@@ -27,4 +29,6 @@ describe.runIf(hasRabbit)('the shared scenarios on AmqpTransport', () => {
   engineScenarios('AmqpTransport (RabbitMQ)', amqp)
   shutdownScenarios('AmqpTransport (RabbitMQ)', amqp)
   idempotencyScenarios('AmqpTransport (RabbitMQ)', amqp)
+  interceptorScenarios('AmqpTransport (RabbitMQ)', amqp)
+  deadLetterScenarios('AmqpTransport (RabbitMQ)', amqp)
 })

@@ -1,11 +1,7 @@
-import {
-  drainOrAbandon,
-  graceUntil,
-  waitFor,
-  type ConsumerEngine,
-  type DeliveryTask,
-  type TaskSet,
-} from '../consumer/consumer.js'
+import type { ConsumerEngine } from '../consumer/consumer-engine.js'
+import type { TaskSet } from '../consumer/consumer-host.js'
+import type { DeliveryTask } from '../consumer/delivery-task.js'
+import { drainOrAbandon, graceUntil, waitFor } from '../consumer/drain.js'
 import { settlesWithin } from '../internal/timers.js'
 
 /** What closing a connection works through, and the steps it leaves to the connection. */

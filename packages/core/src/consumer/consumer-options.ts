@@ -10,6 +10,8 @@ import { toMillis, type Duration } from '../duration.js'
 import { ConfigurationError } from '../errors.js'
 import type { IdempotencyStore } from '../idempotency/idempotency-store.js'
 import type { RetryPolicy } from '../retry/retry-policy.js'
+import type { OnDeadLetter } from './dead-letter.js'
+import { assertInterceptor, type ConsumeInterceptor } from './interceptor.js'
 
 /** The options' fields, named once: in the class declaration below. */
 type Fields = {
@@ -58,6 +60,10 @@ export class ConsumerOptions {
   declare readonly heldTimeoutMs: number
   /** How long one idempotency-store call may take before it counts as failed (default 10 s). */
   declare readonly storeTimeoutMs: number
+  /** This consumer's own interceptors, run with the connection's by `order` (default none). */
+  declare readonly interceptors: readonly ConsumeInterceptor[]
+  /** Told of each message this consumer moves to `.dlq` or `.parked` (default: the connection's `onDeadLetter`). */
+  declare readonly onDeadLetter: OnDeadLetter | undefined
 
   readonly #fields: Fields
 
@@ -78,6 +84,8 @@ export class ConsumerOptions {
       inProgressDelayMs: DEFAULT_IN_PROGRESS_DELAY,
       heldTimeoutMs: DEFAULT_HELD_TIMEOUT,
       storeTimeoutMs: DEFAULT_STORE_TIMEOUT,
+      interceptors: NO_INTERCEPTORS,
+      onDeadLetter: undefined,
     })
   }
 
@@ -155,7 +163,43 @@ export class ConsumerOptions {
       storeTimeoutMs: boundedMillis(timeout, 'withStoreTimeout(timeout)', MAX_BOUNDED_TIMEOUT_MS),
     })
   }
+
+  /**
+   * Adds interceptors to this consumer's own (see {@link ConsumeInterceptor}); they run with the
+   * connection's (`mq.intercept`) in ascending `order`, the connection's first among equals.
+   *
+   * @example
+   * ```ts
+   * ConsumerOptions.defaults().withInterceptors({ beforeHandle: (m) => audit(m) })
+   * ```
+   */
+  withInterceptors(...interceptors: ConsumeInterceptor[]): ConsumerOptions {
+    interceptors.forEach((interceptor, i) =>
+      assertInterceptor(interceptor, `withInterceptors(interceptors[${i}])`),
+    )
+    return this.#with({ interceptors: Object.freeze([...this.interceptors, ...interceptors]) })
+  }
+
+  /**
+   * Tells `onDeadLetter` of each message this consumer moves to `{queue}.dlq` or
+   * `{queue}.parked`, instead of the connection's `onDeadLetter`.
+   *
+   * @example
+   * ```ts
+   * ConsumerOptions.defaults().withOnDeadLetter((r) => alerts.page(`${r.target}: ${r.reason}`))
+   * ```
+   */
+  withOnDeadLetter(onDeadLetter: OnDeadLetter): ConsumerOptions {
+    if (typeof onDeadLetter !== 'function') {
+      throw new ConfigurationError(
+        `withOnDeadLetter(onDeadLetter) must be a function; got ${String(onDeadLetter)}`,
+      )
+    }
+    return this.#with({ onDeadLetter })
+  }
 }
+
+const NO_INTERCEPTORS: readonly ConsumeInterceptor[] = Object.freeze([])
 
 /** One day: the longest held or store timeout (setTimeout holds at most 2^31−1 ms). */
 const MAX_BOUNDED_TIMEOUT_MS = 86_400_000

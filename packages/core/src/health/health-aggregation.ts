@@ -33,6 +33,8 @@ export interface ConnectionHealth {
 /** What the `consumers` report reads of one consumer. */
 export interface ConsumerHealth {
   readonly waiting: number
+  /** Messages an interceptor refused. */
+  readonly refused: number
   /** What the consumer is struggling with, or undefined. */
   trouble():
     | {
@@ -140,8 +142,10 @@ function consumersReport(consumers: readonly ConsumerHealth[]): HealthReport | u
   const failingStore: string[] = []
   let storeError: string | undefined
   let waiting = 0
+  let refused = 0
   for (const consumer of consumers) {
     waiting += consumer.waiting
+    refused += consumer.refused
     const trouble = consumer.trouble()
     if (trouble === undefined) continue
     if (trouble.unsubscribed) unsubscribed.push(trouble.queue)
@@ -155,6 +159,8 @@ function consumersReport(consumers: readonly ConsumerHealth[]): HealthReport | u
     count: String(consumers.length),
     waiting: String(waiting),
   }
+  // Counted, not a trouble: a refusal is the interceptor doing its work.
+  if (refused > 0) details['refused'] = String(refused)
   if (unsubscribed.length > 0) details['unsubscribed'] = unsubscribed.join(',')
   if (failingMoves.length > 0) details['failingMoves'] = failingMoves.join(',')
   if (failingStore.length > 0) details['failingStore'] = failingStore.join(',')

@@ -9,8 +9,10 @@ import {
 } from '../envelope/envelope.js'
 import { ConfigurationError, PublishFailedError, PublishingPausedError } from '../errors.js'
 import { ErrorCodes, errorCodeOf } from '../error-codes.js'
+import type { PublishInterceptor } from '../consumer/interceptor.js'
 import type { Instrumentation, PublishOutcome, PublishScope } from '../telemetry/instrumentation.js'
 import type { Headers, OutgoingMessage, Transport } from '../transport/transport.js'
+import { afterPublish, beforePublish } from './publish-chain.js'
 
 /** Options for a {@link Publisher}. */
 export interface PublisherOptions {
@@ -35,7 +37,10 @@ export interface PublisherHost {
   readonly origin: string
   readonly instrumentation: Instrumentation | undefined
   readonly publishingPaused: boolean
+  /** The connection's interceptors by order (`mq.intercept`): a new array at each change. */
+  readonly interceptors: readonly PublishInterceptor[]
   assertOpen(): void
+  reportError(error: unknown, context: string): void
 }
 
 /** A message encoded and enveloped, ready to publish. */
@@ -125,6 +130,7 @@ export class Publisher<T> {
   send(payload: T, options: SendOptions = NO_SEND_OPTIONS): Promise<void> {
     // Not async: the transport's promise is handed back as it is (one promise and an async
     // frame less per message); what #prepare refuses still rejects rather than throws.
+    if (this.#host.interceptors.length > 0) return this.#sendIntercepted(payload, options)
     let prepared: Prepared
     try {
       prepared = this.#prepare(payload, options)
@@ -148,6 +154,10 @@ export class Publisher<T> {
         'sendAll(options.id): one id cannot be given to several messages',
       )
     }
+    if (this.#host.interceptors.length > 0) {
+      const sent = await Promise.allSettled(payloads.map((p) => this.#sendIntercepted(p, options)))
+      return this.#allConfirmed(sent, payloads.length)
+    }
     const messages = payloads.map((payload) => this.#prepare(payload, options))
     if (this.#host.publishingPaused) {
       // Refuse the whole batch before anything is written, counting each refusal.
@@ -156,12 +166,43 @@ export class Publisher<T> {
       throw refused
     }
     const results = await Promise.allSettled(messages.map((message) => this.#publish(message)))
+    this.#allConfirmed(results, payloads.length)
+  }
+
+  #allConfirmed(results: readonly PromiseSettledResult<void>[], count: number): void {
     const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []))
     if (failures.length > 0) {
-      throw new PublishFailedError(`${failures.length} of ${payloads.length} were not confirmed`, {
+      throw new PublishFailedError(`${failures.length} of ${count} were not confirmed`, {
         cause: new AggregateError(failures, `${failures.length} publishes failed`),
       })
     }
+  }
+
+  /**
+   * A send with interceptors (see {@link PublishInterceptor}): `beforePublish` may replace the
+   * envelope and the application headers, then the message is published as any other, then
+   * `afterConfirm` or `onPublishError` is told. The body is encoded before them and kept.
+   */
+  async #sendIntercepted(payload: T, options: SendOptions): Promise<void> {
+    const interceptors = this.#host.interceptors
+    this.#host.assertOpen()
+    assertApplicationHeaders(options.headers, 'send(options.headers)')
+    const body = this.#codec.encode(payload)
+    const publish = await beforePublish(interceptors, {
+      exchange: this.exchange,
+      routingKey: this.routingKey,
+      envelope: createEnvelope(options, { routingKey: this.routingKey, origin: this.#host.origin }),
+      headers:
+        options.headers === undefined ? this.#headers : { ...this.#headers, ...options.headers },
+    })
+    const prepared = this.#prepared(publish.envelope, body, publish.headers)
+    try {
+      await this.#publish(prepared)
+    } catch (error) {
+      await afterPublish(this.#host, interceptors, publish, error)
+      throw error
+    }
+    await afterPublish(this.#host, interceptors, publish)
   }
 
   #prepare(payload: T, options: SendOptions): Prepared {
@@ -172,10 +213,15 @@ export class Publisher<T> {
       origin: this.#host.origin,
     })
     const body = this.#codec.encode(payload)
-    const headers = writeEnvelope(
+    return this.#prepared(
       envelope,
+      body,
       options.headers === undefined ? this.#headers : { ...this.#headers, ...options.headers },
     )
+  }
+
+  #prepared(envelope: Envelope, body: Uint8Array, applicationHeaders: Headers): Prepared {
+    const headers = writeEnvelope(envelope, applicationHeaders)
     if (this.#reserved !== undefined) Object.assign(headers, this.#reserved(envelope))
     return {
       id: envelope.id,

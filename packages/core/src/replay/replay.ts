@@ -6,7 +6,7 @@ import {
   writeCopyHeaders,
   type Envelope,
 } from '../envelope/envelope.js'
-import { republishedProperties } from '../consumer/consumer.js'
+import { republishedProperties } from '../consumer/mover.js'
 import { AceMqError, ConfigurationError, abortError, describeError } from '../errors.js'
 import { ErrorCodes, errorCodeOf, type ErrorCode } from '../error-codes.js'
 import { sleep } from '../internal/timers.js'

@@ -5,7 +5,7 @@ export type PublishOutcome = 'confirmed' | 'unroutable' | 'failed' | 'refused'
 
 /** How a delivery was settled: what happened, not what the handler asked for. */
 export type ConsumeOutcome =
-  'acked' | 'retried' | 'rejected' | 'dead_lettered' | 'parked' | 'in_progress'
+  'acked' | 'retried' | 'rejected' | 'dead_lettered' | 'parked' | 'in_progress' | 'refused'
 
 /** What a publish is about to do. `headers` may be written to (trace context injection). */
 export interface PublishInfo {
@@ -38,8 +38,12 @@ export interface ProcessScope {
   handled(durationMs: number, error?: unknown): void
   /** The message was put back for another attempt after `delayMs`. */
   retried(delayMs: number, inBroker: boolean): void
-  /** The message was set aside on `queue` with `reason`. */
-  setAside(outcome: 'dead_lettered' | 'parked' | 'rejected', queue: string, reason: string): void
+  /** The message landed on `queue` (`{q}.dlq`, `{q}.parked`) with `reason`, however it got there. */
+  setAside(
+    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'refused',
+    queue: string,
+    reason: string,
+  ): void
   /** The delivery is settled. Called exactly once. */
   end(outcome: ConsumeOutcome, error?: unknown): void
 }
@@ -60,8 +64,20 @@ export interface Instrumentation {
   rungMissing?(queue: string, rung: string): void
   /** The outbox relay published a record (confirmed), or its publish failed. */
   outboxRelayed?(info: OutboxRelayInfo): void
+  /** An interceptor threw where a throw changes nothing (after the handler, on error, after a confirm). */
+  interceptorFailed?(info: InterceptorFailureInfo): void
   /** A pipeline run finished: its last step returned, or a step ended it early. */
   pipelineRunFinished?(info: PipelineRunInfo): void
+}
+
+/** An interceptor that threw (`acemq.interceptor.failed`). */
+export interface InterceptorFailureInfo {
+  /** Its `name`, or `interceptor`. */
+  readonly interceptor: string
+  /** Where it threw: `afterHandle`, `onError`, `afterConfirm`, `onPublishError`. */
+  readonly phase: string
+  /** The consumer's queue, or the publish's exchange and routing key. */
+  readonly queue: string
 }
 
 /** One pipeline run that finished, counted when the delivery that finished it was acked. */

@@ -1,7 +1,5 @@
 import type {
   Instrumentation,
-  OutboxRelayInfo,
-  PipelineRunInfo,
   ProcessInfo,
   ProcessScope,
   PublishInfo,
@@ -18,9 +16,6 @@ type Report = (error: unknown, context: string) => void
  * reported once per call to `report`.
  */
 export function safeInstrumentation(inner: Instrumentation, report: Report): Instrumentation {
-  const rungMissing = inner.rungMissing?.bind(inner)
-  const outboxRelayed = inner.outboxRelayed?.bind(inner)
-  const pipelineRunFinished = inner.pipelineRunFinished?.bind(inner)
   return {
     publishStarted(info: PublishInfo): PublishScope | undefined {
       let scope: PublishScope | undefined
@@ -42,34 +37,35 @@ export function safeInstrumentation(inner: Instrumentation, report: Report): Ins
       }
       return scope && new SafeProcessScope(scope, report)
     },
-    ...(rungMissing && {
-      rungMissing(queue: string, rung: string): void {
-        try {
-          rungMissing(queue, rung)
-        } catch (error) {
-          report(error, 'instrumentation.rungMissing failed')
-        }
-      },
-    }),
-    ...(outboxRelayed && {
-      outboxRelayed(info: OutboxRelayInfo): void {
-        try {
-          outboxRelayed(info)
-        } catch (error) {
-          report(error, 'instrumentation.outboxRelayed failed')
-        }
-      },
-    }),
-    ...(pipelineRunFinished && {
-      pipelineRunFinished(info: PipelineRunInfo): void {
-        try {
-          pipelineRunFinished(info)
-        } catch (error) {
-          report(error, 'instrumentation.pipelineRunFinished failed')
-        }
-      },
-    }),
+    ...guarded(inner, 'rungMissing', report),
+    ...guarded(inner, 'outboxRelayed', report),
+    ...guarded(inner, 'pipelineRunFinished', report),
+    ...guarded(inner, 'interceptorFailed', report),
   }
+}
+
+/** The notifications an instrumentation may leave out: one argument, nothing returned. */
+type Notification = 'rungMissing' | 'outboxRelayed' | 'pipelineRunFinished' | 'interceptorFailed'
+
+/**
+ * `{ [name]: inner[name] }` with every throw reported instead of thrown; `{}` when `inner` has no
+ * such member (the engine then skips the call).
+ */
+function guarded<K extends Notification>(
+  inner: Instrumentation,
+  name: K,
+  report: Report,
+): Pick<Instrumentation, K> | Record<string, never> {
+  const notify = inner[name] as ((...args: unknown[]) => void) | undefined
+  if (notify === undefined) return {}
+  const safe = (...args: unknown[]): void => {
+    try {
+      notify.apply(inner, args)
+    } catch (error) {
+      report(error, `instrumentation.${name} failed`)
+    }
+  }
+  return { [name]: safe } as Pick<Instrumentation, K>
 }
 
 class SafePublishScope implements PublishScope {

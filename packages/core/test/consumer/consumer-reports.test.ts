@@ -210,7 +210,10 @@ describe('what the consumer reports (fake clock)', () => {
     expect(parkedHeaders).not.toHaveProperty('x-app')
     const [, triedHeaders] = transport.headersTo.find(([key]) => key === 'unwritable.dlq') ?? []
     expect(triedHeaders).toHaveProperty('x-app', 'kept?')
-    expect(reported).toEqual([])
+    // Not tried again, so no failure is reported: only where the message landed.
+    expect(reported.map(([context]) => context)).toEqual([
+      "message m-2 from 'unwritable' was moved to 'unwritable.parked' (parked)",
+    ])
   })
 
   it('parks a message whose id the idempotency store refuses, saying so, without running the handler', async () => {
@@ -238,7 +241,12 @@ describe('what the consumer reports (fake clock)', () => {
       'the idempotency store refused the message id: ids are at most 8 characters here',
     )
     expect(transport.messageCount('refused')).toBe(0)
-    expect(reported).toEqual([])
+    expect(reported).toEqual([
+      [
+        "message a-long-message-id from 'refused' was moved to 'refused.parked' (parked)",
+        'AceMqError: the idempotency store refused the message id: ids are at most 8 characters here',
+      ],
+    ])
   })
 
   it('after letting go during a long pause, subscribes again on resume, trying again after 1 s, then 2 s, and says so', async () => {

@@ -229,6 +229,13 @@ describe('the consumer’s timed behaviour (fake clock)', () => {
       expect(mq.inFlight).toBe(0)
       expect(await mq.drainConsumers(0)).toBe(true)
       expect(memory.messageCount('stubborn')).toBe(1)
+      // Said once: a handler that hangs through a close is something to look at (issue 35 item 3).
+      expect(reported).toEqual([
+        [
+          "closing the consumer on 'stubborn': its message goes back to the queue and runs again",
+          'AceMqError: gave up on 1 handler that did not return within the drain and the 5 s grace after its signal was aborted',
+        ],
+      ])
       finish()
       await run(1_000)
       expect(transport.settlementsOf('stubborn')).toEqual([])

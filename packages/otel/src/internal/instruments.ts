@@ -32,6 +32,7 @@ const CONSUME_OUTCOMES: readonly ConsumeOutcome[] = [
   'dead_lettered',
   'parked',
   'in_progress',
+  'refused',
 ]
 
 /** What a publish to one exchange and routing key needs, built once per route. */
@@ -50,7 +51,9 @@ export interface QueueRecord {
   /** `acemq.messages.retried.total` labels. */
   readonly retriedLabels: Attributes
   /** `acemq.messages.dead.lettered.total` labels by outcome. */
-  readonly deadLetteredLabels: Readonly<Record<'dead_lettered' | 'parked', Attributes>>
+  readonly deadLetteredLabels: Readonly<
+    Record<'dead_lettered' | 'parked' | 'rejected' | 'refused', Attributes>
+  >
 }
 
 /**
@@ -72,6 +75,7 @@ export class Instruments {
   readonly outboxLag: Histogram
   readonly pipelineRunTotal: Counter
   readonly pipelineRunDuration: Histogram
+  readonly interceptorFailed: Counter
   /** Cleared by uninstall: scopes still open end their spans but record no more metrics. */
   recording = true
   readonly #routes = new Map<string, Map<string, Route>>()
@@ -114,7 +118,8 @@ export class Instruments {
       unit: '{message}',
     })
     this.deadLetteredTotal = meter.createCounter(ACEMQ_METRICS.messagesDeadLetteredTotal, {
-      description: 'Messages given up on (dead_lettered) or parked.',
+      description:
+        'Messages that landed in a dead-letter or parking queue, by how: dead_lettered (retries ran out), rejected (FatalError, Ack.deadLetter), refused (an interceptor), parked.',
       unit: '{message}',
     })
     this.rungMissing = meter.createCounter(ACEMQ_METRICS.retryRungMissing, {
@@ -138,6 +143,11 @@ export class Instruments {
         "A finished pipeline run's age: from its first publish to the step that ended it.",
       unit: 's',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    })
+    this.interceptorFailed = meter.createCounter(ACEMQ_METRICS.interceptorFailed, {
+      description:
+        'Interceptors that threw where a throw changes nothing (after the handler, on error, after a confirm).',
+      unit: '{failure}',
     })
   }
 
@@ -205,6 +215,8 @@ function buildQueueRecord(queue: string): QueueRecord {
         [ACEMQ_LABELS.outcome]: 'dead_lettered',
       }),
       parked: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'parked' }),
+      rejected: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'rejected' }),
+      refused: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'refused' }),
     }),
   })
 }

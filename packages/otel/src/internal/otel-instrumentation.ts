@@ -8,6 +8,7 @@ import {
 } from '@opentelemetry/api'
 import type {
   Instrumentation,
+  InterceptorFailureInfo,
   OutboxRelayInfo,
   PipelineRunInfo,
   ProcessInfo,
@@ -89,6 +90,20 @@ export class OtelInstrumentation implements Instrumentation {
       instruments.pipelineRunDuration.record(info.durationMs / 1000, labels)
     } catch (error) {
       reportFailure('counting a pipeline run', error)
+    }
+  }
+
+  interceptorFailed(info: InterceptorFailureInfo): void {
+    const instruments = this.#instruments
+    if (!instruments.recording) return
+    try {
+      instruments.interceptorFailed.add(1, {
+        [ACEMQ_LABELS.queue]: info.queue,
+        [ACEMQ_LABELS.interceptor]: info.interceptor,
+        [ACEMQ_LABELS.phase]: info.phase,
+      })
+    } catch (error) {
+      reportFailure('counting an interceptor failure', error)
     }
   }
 

@@ -19,6 +19,8 @@ export class ProcessSpanScope implements ProcessScope {
   #handlerSeconds = -1
   /** Why the message was set aside, for the span status. */
   #reason: string | undefined
+  /** How it landed in `.dlq` or `.parked`, when it did: counted at `end`, whatever the end says. */
+  #setAside: 'dead_lettered' | 'parked' | 'rejected' | 'refused' | undefined
   #ended = false
 
   constructor(instruments: Instruments, queue: QueueRecord, span: Span, spanContext: Context) {
@@ -47,8 +49,13 @@ export class ProcessSpanScope implements ProcessScope {
     }
   }
 
-  setAside(outcome: 'dead_lettered' | 'parked' | 'rejected', queue: string, reason: string): void {
+  setAside(
+    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'refused',
+    queue: string,
+    reason: string,
+  ): void {
     this.#reason = reason
+    this.#setAside = outcome
     try {
       this.#span.addEvent(ACEMQ_EVENTS.deadLettered, {
         [ACEMQ_ATTRIBUTES.outcome]: outcome,
@@ -94,10 +101,11 @@ export class ProcessSpanScope implements ProcessScope {
     const labels = record.labels[outcome]
     instruments.consumeTotal.add(1, labels)
     if (this.#handlerSeconds >= 0) instruments.consumeDuration.record(this.#handlerSeconds, labels)
-    if (outcome === 'retried') {
-      instruments.retriedTotal.add(1, record.retriedLabels)
-    } else if (outcome === 'dead_lettered' || outcome === 'parked') {
-      instruments.deadLetteredTotal.add(1, record.deadLetteredLabels[outcome])
-    }
+    if (outcome === 'retried') instruments.retriedTotal.add(1, record.retriedLabels)
+    // Every message that landed in a dead-letter or parking queue, whatever sent it there
+    // (retries ran out, FatalError, a refusal, a park): an alert on this metric hears them all.
+    const landed = this.#setAside
+    if (landed !== undefined)
+      instruments.deadLetteredTotal.add(1, record.deadLetteredLabels[landed])
   }
 }

@@ -180,16 +180,38 @@ describe('the instrumentation seam', () => {
     })
   })
 
-  it('does not count a rejected message as dead-lettered', async () => {
-    const scope = mq.installed.processStarted({
-      queue: 'orders',
-      messageId: 'm',
-      correlation: 'm',
-      attempt: 1,
-      headers: {},
-    })
-    scope?.setAside('rejected', 'orders.dlq', 'fatal: unknown customer')
-    scope?.end('rejected')
+  it('counts every message that lands in a dead-letter queue, whatever sent it there (issue 35)', async () => {
+    for (const outcome of ['rejected', 'refused'] as const) {
+      const scope = mq.installed.processStarted({
+        queue: 'orders',
+        messageId: outcome,
+        correlation: outcome,
+        attempt: 1,
+        headers: {},
+      })
+      scope?.setAside(outcome, 'orders.dlq', `${outcome}: unknown customer`)
+      scope?.end(outcome)
+    }
+    expect(await otel.sum(ACEMQ_METRICS.consumeTotal, { outcome: 'rejected' })).toBe(1)
+    expect(await otel.sum(ACEMQ_METRICS.consumeTotal, { outcome: 'refused' })).toBe(1)
+    for (const outcome of ['rejected', 'refused']) {
+      expect(
+        await otel.sum(ACEMQ_METRICS.messagesDeadLetteredTotal, { queue: 'orders', outcome }),
+        outcome,
+      ).toBe(1)
+    }
+  })
+
+  it('does not count a message handed back (rejected without a set-aside) as dead-lettered', async () => {
+    mq.installed
+      .processStarted({
+        queue: 'orders',
+        messageId: 'm',
+        correlation: 'm',
+        attempt: 1,
+        headers: {},
+      })
+      ?.end('rejected')
     expect(await otel.sum(ACEMQ_METRICS.consumeTotal, { outcome: 'rejected' })).toBe(1)
     expect(await otel.sum(ACEMQ_METRICS.messagesDeadLetteredTotal)).toBe(0)
   })

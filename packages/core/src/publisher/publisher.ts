@@ -1,4 +1,5 @@
 import type { Codec } from '../codec/codec.js'
+import { toMillis, type Duration } from '../duration.js'
 import type { CodecRegistry } from '../codec/codec-registry.js'
 import {
   assertApplicationHeaders,
@@ -26,6 +27,12 @@ export interface PublisherOptions {
 export interface SendOptions extends EnvelopeInit {
   /** Application headers for this message, added to the publisher's (no `x-acemq-*`). */
   readonly headers?: Headers
+  /**
+   * Deliver it after this delay, through the scheduler's ladder (docs/design.md §17): the send
+   * resolves once the message is on the ladder; a control consumer (`mq.scheduler()
+   * .startDelivering()`) publishes it when due, always mandatory.
+   */
+  readonly delay?: Duration
 }
 
 /** What a publisher needs from its connection. Internal to core. */
@@ -36,6 +43,14 @@ export interface PublisherHost {
   readonly instrumentation: Instrumentation | undefined
   readonly publishingPaused: boolean
   assertOpen(): void
+  /** Puts a message on the scheduler's ladder (a send with `delay`). */
+  schedule(
+    delay: Duration,
+    exchange: string,
+    routingKey: string,
+    payload: unknown,
+    options: SendOptions & { readonly contentType: string },
+  ): Promise<void>
 }
 
 /** A message encoded and enveloped, ready to publish. */
@@ -125,6 +140,7 @@ export class Publisher<T> {
   send(payload: T, options: SendOptions = NO_SEND_OPTIONS): Promise<void> {
     // Not async: the transport's promise is handed back as it is (one promise and an async
     // frame less per message); what #prepare refuses still rejects rather than throws.
+    if (options.delay !== undefined) return this.#sendLater(payload, options)
     let prepared: Prepared
     try {
       prepared = this.#prepare(payload, options)
@@ -162,6 +178,18 @@ export class Publisher<T> {
         cause: new AggregateError(failures, `${failures.length} publishes failed`),
       })
     }
+  }
+
+  async #sendLater(payload: T, { delay, ...options }: SendOptions): Promise<void> {
+    if (this.#host.publishingPaused) throw new PublishingPausedError(this.exchange, this.routingKey)
+    assertApplicationHeaders(options.headers, 'send(options.headers)')
+    const delayMs = toMillis(delay ?? 0, 'send(options.delay)')
+    await this.#host.schedule(delayMs, this.exchange, this.routingKey, payload, {
+      ...options,
+      headers:
+        options.headers === undefined ? this.#headers : { ...this.#headers, ...options.headers },
+      contentType: this.#codec.contentType,
+    })
   }
 
   #prepare(payload: T, options: SendOptions): Prepared {

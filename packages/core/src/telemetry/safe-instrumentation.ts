@@ -2,6 +2,8 @@ import type {
   Instrumentation,
   OutboxRelayInfo,
   PipelineRunInfo,
+  RequestSettledInfo,
+  ScheduleEventInfo,
   ProcessInfo,
   ProcessScope,
   PublishInfo,
@@ -21,6 +23,8 @@ export function safeInstrumentation(inner: Instrumentation, report: Report): Ins
   const rungMissing = inner.rungMissing?.bind(inner)
   const outboxRelayed = inner.outboxRelayed?.bind(inner)
   const pipelineRunFinished = inner.pipelineRunFinished?.bind(inner)
+  const requestSettled = guarded(inner.requestSettled?.bind(inner), 'requestSettled', report)
+  const scheduleEvent = guarded(inner.scheduleEvent?.bind(inner), 'scheduleEvent', report)
   return {
     publishStarted(info: PublishInfo): PublishScope | undefined {
       let scope: PublishScope | undefined
@@ -69,6 +73,24 @@ export function safeInstrumentation(inner: Instrumentation, report: Report): Ins
         }
       },
     }),
+    ...(requestSettled && { requestSettled: requestSettled as (info: RequestSettledInfo) => void }),
+    ...(scheduleEvent && { scheduleEvent: scheduleEvent as (info: ScheduleEventInfo) => void }),
+  }
+}
+
+/** `hook`, reporting (not throwing) what it throws; `undefined` when there is no hook. */
+function guarded<A>(
+  hook: ((info: A) => void) | undefined,
+  name: string,
+  report: Report,
+): ((info: A) => void) | undefined {
+  if (hook === undefined) return undefined
+  return (info: A): void => {
+    try {
+      hook(info)
+    } catch (error) {
+      report(error, `instrumentation.${name} failed`)
+    }
   }
 }
 

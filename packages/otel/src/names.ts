@@ -36,6 +36,13 @@ export const ACEMQ_METRICS = Object.freeze({
   pipelineRunTotal: 'acemq.pipeline.run.total',
   /** Histogram (s) of a finished run's age (from its first publish to its end), same labels. */
   pipelineRunDuration: 'acemq.pipeline.run.duration',
+  /**
+   * Counter of settled requests, by `role` (requester|responder), `destination`, `outcome`
+   * (answered|timed_out|unmatched|failed|unanswerable).
+   */
+  requestTotal: 'acemq.request.total',
+  /** Counter of scheduler events, by `exchange`, `routing.key`, `outcome` (scheduled|delivered|failed). */
+  scheduleTotal: 'acemq.schedule.total',
 } as const)
 
 /**
@@ -54,6 +61,8 @@ export const ACEMQ_LABELS = Object.freeze({
   rung: 'rung',
   pipeline: 'pipeline',
   step: 'step',
+  role: 'role',
+  destination: 'destination',
 } as const)
 
 /**

@@ -72,6 +72,8 @@ export class Instruments {
   readonly outboxLag: Histogram
   readonly pipelineRunTotal: Counter
   readonly pipelineRunDuration: Histogram
+  readonly requestTotal: Counter
+  readonly scheduleTotal: Counter
   /** Cleared by uninstall: scopes still open end their spans but record no more metrics. */
   recording = true
   readonly #routes = new Map<string, Map<string, Route>>()
@@ -138,6 +140,14 @@ export class Instruments {
         "A finished pipeline run's age: from its first publish to the step that ended it.",
       unit: 's',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    })
+    this.requestTotal = meter.createCounter(ACEMQ_METRICS.requestTotal, {
+      description: 'Requests settled, by the requester or the responder, and how.',
+      unit: '{request}',
+    })
+    this.scheduleTotal = meter.createCounter(ACEMQ_METRICS.scheduleTotal, {
+      description: 'Delayed messages scheduled, delivered when due, or failing to route.',
+      unit: '{message}',
     })
   }
 

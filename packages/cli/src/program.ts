@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander'
 import { ErrorCodes, describeError, errorCodeOf } from '@acemq/core'
 import { dlqCommands } from './commands/dlq.js'
 import { healthCommands } from './commands/health.js'
+import { scheduleCommands } from './commands/schedule.js'
 import { sqlCommands } from './commands/sql.js'
 import { topologyCommands } from './commands/topology.js'
 import { EXIT_CODES, UsageError } from './exit-codes.js'
@@ -55,6 +56,7 @@ Exit codes: 0 done; 1 failed (broker out of reach, a publish failed, health DOWN
   topologyCommands(program, context)
   healthCommands(program, context)
   sqlCommands(program, context)
+  scheduleCommands(program, context)
   // Every command exits like the program: usage errors are thrown, not printed and exited.
   for (const command of allCommands(program)) {
     command.exitOverride()

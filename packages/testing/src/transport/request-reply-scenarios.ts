@@ -238,6 +238,42 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
       expect(requester.answered).toBe(1)
     })
 
+    it('never hands a reply meant for a requester that restarted to its successor', async () => {
+      let release: () => void = () => undefined
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let calls = 0
+      responders.push(
+        await mq.respond<string, string>(queue, {}, async (m) => {
+          if (++calls === 1) await released
+          return `for ${m.payload}`
+        }),
+      )
+      const before = mq.requester()
+      const lost = rejection(before.request('', queue, 'the first requester'))
+      await eventually(() => calls === 1, 5_000, 'the first request is being handled')
+      await before.close() // as a process restarting would: its caller is told, its queue stays
+      expect(errorCodeOf(await lost)).toBe(ErrorCodes.CLOSED)
+      const after = mq.requester()
+      try {
+        release()
+        expect(await after.request('', queue, 'the second requester')).toBe(
+          'for the second requester',
+        )
+        // The stale reply went to the first requester's queue, not to the second's caller.
+        await eventually(
+          async () => (await probe.count(before.replyQueue)) === 1,
+          5_000,
+          'the stale reply waits in the old queue',
+        )
+        expect(after.answered).toBe(1)
+        expect(after.unmatched).toBe(0)
+      } finally {
+        await after.close()
+        await probe.deleteQueue(before.replyQueue)
+        await probe.deleteQueue(after.replyQueue)
+      }
+    })
+
     it('counts a request with no reply address unanswerable, and still handles it', async () => {
       let handled = 0
       responders.push(await mq.respond(queue, {}, () => ++handled))

@@ -1,5 +1,6 @@
 import type { Consumer } from '../consumer/consumer.js'
 import { ConsumerOptions } from '../consumer/consumer-options.js'
+import { RetryPolicy } from '../retry/retry-policy.js'
 import type { HandlerContext, Message } from '../consumer/message.js'
 import { ConfigurationError, FatalError, describeError } from '../errors.js'
 import { ErrorCodes, errorCodeOf } from '../error-codes.js'
@@ -10,7 +11,12 @@ import { replyAddress } from './reply-wire.js'
 
 /** Options for `mq.respond()`: the consumer's options, and the replies' content type. */
 export interface RespondOptions {
-  /** Retries, idempotency, prefetch: the responder is an ordinary consumer (default: defaults()). */
+  /**
+   * Retries, idempotency, prefetch: the responder is an ordinary consumer. Default:
+   * `ConsumerOptions.defaults().withRetry(RetryPolicy.none())` — a failing request is
+   * dead-lettered and its requester told at once, since a caller is waiting. Options without a
+   * policy retry forever (the engine's default), so only a `FatalError` gets an error reply.
+   */
   readonly consumer?: ConsumerOptions
   /** The content type replies are encoded with (default `application/json`). */
   readonly contentType?: string
@@ -69,7 +75,8 @@ export class Responder {
     options: RespondOptions,
     handler: RespondHandler<TReq, TRes>,
   ): Promise<this> {
-    const consumerOptions = options.consumer ?? ConsumerOptions.defaults()
+    const consumerOptions =
+      options.consumer ?? ConsumerOptions.defaults().withRetry(RetryPolicy.none())
     if (!(consumerOptions instanceof ConsumerOptions)) {
       throw new ConfigurationError('respond(options.consumer) must be a ConsumerOptions')
     }
@@ -128,11 +135,14 @@ export class Responder {
         } catch (error) {
           // The requester hears of the failure once the engine gives up on the request, not at
           // every attempt: a retry may still answer it.
+          // Without a policy the engine retries forever: only a FatalError ends the request.
           const last =
             errorCodeOf(error) === ErrorCodes.FATAL ||
-            policy === undefined ||
-            policy.nextWait(message.envelope.attempt, envelopeAge(message.envelope, Date.now())) ===
-              null
+            (policy !== undefined &&
+              policy.nextWait(
+                message.envelope.attempt,
+                envelopeAge(message.envelope, Date.now()),
+              ) === null)
           // A handler aborted by a closing consumer is not a failure to report: the request goes
           // back to the queue for another responder.
           if (last && address !== undefined && !context.signal.aborted) {

@@ -188,6 +188,35 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
       expect(requester.unmatched).toBe(0)
     })
 
+    it('by default, tells the requester at once when the handler throws and dead-letters the request', async () => {
+      let calls = 0
+      responders.push(
+        await mq.respond(queue, {}, () => {
+          calls++
+          throw new TypeError('quote.sku is undefined')
+        }),
+      )
+      const error = await rejection(requester.request('', queue, 1))
+      expect(String(error)).toMatch(/TypeError: quote\.sku is undefined/)
+      await eventually(
+        async () => (await probe.count(`${queue}.dlq`)) === 1,
+        5_000,
+        'dead-lettered',
+      )
+      expect(calls).toBe(1)
+    })
+
+    it('sends no error reply while the engine still retries (consumer options without a policy retry forever)', async () => {
+      responders.push(
+        await mq.respond(queue, { consumer: ConsumerOptions.defaults() }, () => {
+          throw new Error('billing is down')
+        }),
+      )
+      const error = await rejection(requester.request('', queue, 1, { timeout: 300 }))
+      expect(errorCodeOf(error)).toBe(ErrorCodes.REQUEST_TIMEOUT)
+      expect(requester.unmatched).toBe(0)
+    })
+
     it('answers a FatalError at the first attempt', async () => {
       responders.push(
         await mq.respond(

@@ -695,6 +695,7 @@ export class AceMq implements AsyncDisposable {
   async #close(drainTimeoutMs: number): Promise<void> {
     const deadline = Date.now() + drainTimeoutMs
     this.#consumingPaused = true
+    this.#scheduler?.connectionClosing()
     // Relays finish their round (publishes confirmed and marked) within the drain's budget.
     const relaysStopped = Promise.all([...this.#relays].map((relay) => relay.stop()))
     const consumers = [...this.#consumers]

@@ -66,7 +66,8 @@ const DEAD_LETTER_HEADERS = new Set([
  */
 export class Scheduler {
   readonly #host: MessagingHost
-  readonly #stopping = new AbortController()
+  /** Aborted by close() and when the connection starts closing: ends every wait and retry. */
+  #stopping = new AbortController()
   #declared: Promise<void> | undefined
   readonly #consumers: Consumer[] = []
   #scheduled = 0
@@ -157,7 +158,13 @@ export class Scheduler {
    */
   async startDelivering(options: DeliverOptions = {}): Promise<void> {
     this.#host.assertOpen()
+    if (this.#stopping.signal.aborted) this.#stopping = new AbortController()
     const prefetch = options.prefetch ?? DEFAULT_SCHEDULE_PREFETCH
+    if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > 1_000) {
+      throw new ConfigurationError(
+        `startDelivering(options.prefetch) must be a whole number from 1 to 1000; got ${String(prefetch)}`,
+      )
+    }
     await this.#declare()
     const consumer = await this.#host.consume<unknown>(
       SCHEDULE_DUE_QUEUE,
@@ -182,6 +189,14 @@ export class Scheduler {
     this.#unregisterHealth?.()
     this.#unregisterHealth = undefined
     await Promise.all(this.#consumers.splice(0).map((consumer) => consumer.close()))
+  }
+
+  /**
+   * The connection is closing: a due message waiting out its last second or being tried again
+   * goes back to the control queue now, rather than hold the drain open. @internal
+   */
+  connectionClosing(): void {
+    this.#stopping.abort()
   }
 
   async #schedule(

@@ -169,6 +169,9 @@ export function schedulerScenarios(name: string, target: ScenarioTarget): void {
       await expect(scheduler.in('1s', 7 as unknown as string, queue, 1)).rejects.toThrow(
         /in\(exchange\)/,
       )
+      await expect(scheduler.startDelivering({ prefetch: 0 })).rejects.toThrow(
+        /startDelivering\(options\.prefetch\) must be a whole number from 1 to 1000; got 0/,
+      )
       await expect(mq.publisher('', queue).send(1, { delay: -5 })).rejects.toThrow(
         /send\(options\.delay\)/,
       )

@@ -303,6 +303,21 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
       }
     })
 
+    it('counts a request whose reply address no longer routes unanswerable, and acks it', async () => {
+      const responder = await mq.respond(queue, {}, () => 'too late')
+      responders.push(responder)
+      await probe.sendRaw(queue, Buffer.from('1'), {
+        contentType: 'application/json',
+        messageId: 'gone-1',
+        headers: { [REPLY_TO_HEADER]: uniqueName('acemq.reply.gone') },
+      })
+      await eventually(() => responder.unanswerable === 1, 5_000, 'counted unanswerable')
+      expect(responder.answered).toBe(0)
+      await responder.close()
+      expect(await probe.count(queue)).toBe(0)
+      expect(await probe.count(`${queue}.dlq`)).toBe(0)
+    })
+
     it('counts a request with no reply address unanswerable, and still handles it', async () => {
       let handled = 0
       responders.push(await mq.respond(queue, {}, () => ++handled))

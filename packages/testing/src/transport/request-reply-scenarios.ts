@@ -63,6 +63,19 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
       requester = mq.requester({ timeout: '5s' })
     })
 
+    /** A responder that echoes each request once `release()` is called. */
+    async function heldResponder(): Promise<() => void> {
+      let release: () => void = () => undefined
+      const released = new Promise<void>((resolve) => (release = resolve))
+      responders.push(
+        await mq.respond<number, number>(queue, {}, async (m) => {
+          await released
+          return m.payload
+        }),
+      )
+      return release
+    }
+
     afterEach(async () => {
       for (const responder of responders.splice(0)) await responder.close({ drainTimeout: 0 })
       await requester.close()
@@ -128,14 +141,7 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
     })
 
     it('rejects with RequestTimeoutError when no reply comes in time, and drops the late reply as unmatched', async () => {
-      let release: () => void = () => undefined
-      const released = new Promise<void>((resolve) => (release = resolve))
-      responders.push(
-        await mq.respond<number, number>(queue, {}, async (m) => {
-          await released
-          return m.payload
-        }),
-      )
+      const release = await heldResponder()
       const error = await rejection(requester.request('', queue, 7, { timeout: 200 }))
       expect(errorCodeOf(error)).toBe(ErrorCodes.REQUEST_TIMEOUT)
       expect(String(error)).toMatch(/within 200 ms/)
@@ -146,14 +152,7 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
     })
 
     it('rejects with an AbortError when the signal fires, and a reply after that is unmatched', async () => {
-      let release: () => void = () => undefined
-      const released = new Promise<void>((resolve) => (release = resolve))
-      responders.push(
-        await mq.respond<number, number>(queue, {}, async (m) => {
-          await released
-          return m.payload
-        }),
-      )
+      const release = await heldResponder()
       const controller = new AbortController()
       const waiting = rejection(requester.request('', queue, 1, { signal: controller.signal }))
       await eventually(() => requester.waiting === 1, 5_000, 'requester.waiting is 1')

@@ -38,6 +38,29 @@ describe('the scheduler under a fake clock', () => {
     expect(Date.now() - START).toBe(90 * DAY)
   }, 60_000)
 
+  it('tries a due message whose destination does not route again every 5 s, in place, until it routes', async () => {
+    useFakeClock()
+    const transport = new InMemoryTransport()
+    mq = await AceMq.connect(transport, { onError: () => undefined })
+    const scheduler = mq.scheduler()
+    await scheduler.startDelivering()
+    await scheduler.in(0, '', 'invoices', { n: 1 })
+    await run(0)
+    expect(scheduler.failures).toBe(1)
+    await run(4_999)
+    expect(scheduler.failures).toBe(1)
+    await run(1)
+    expect(scheduler.failures).toBe(2)
+    // Held by the control consumer meanwhile: not back in the queue, not dead-lettered.
+    expect(transport.unackedCount('acemq.schedule.due')).toBe(1)
+    expect(transport.messageCount('acemq.schedule.due.dlq')).toBe(0)
+    await mq.applyTopology(Topology.define().queue('invoices'))
+    await run(5_000)
+    expect(transport.messageCount('invoices')).toBe(1)
+    expect(scheduler.failures).toBe(2)
+    expect(scheduler.retrying).toBe(0)
+  })
+
   it('delivers at(date) at that instant, within the smallest rung’s hop', async () => {
     useFakeClock()
     const transport = new InMemoryTransport()

@@ -1,7 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   AceMq,
+  ConsumerOptions,
   ErrorCodes,
+  InMemoryIdempotencyStore,
+  REPLY_TO_HEADER,
   InMemoryTransport,
   Topology,
   errorCodeOf,
@@ -86,5 +89,33 @@ describe('a requester on the in-memory transport', () => {
       durable: true,
       arguments: { 'x-expires': 600_000 },
     })
+  })
+
+  it('an idempotent responder runs a redelivered request once and does not answer it again', async () => {
+    let handled = 0
+    const responder = await mq.respond<number, number>(
+      'quotes',
+      { consumer: ConsumerOptions.defaults().idempotent(InMemoryIdempotencyStore.forOneDay()) },
+      (m) => {
+        handled++
+        return m.payload + 1
+      },
+    )
+    const requester = mq.requester()
+    expect(await requester.request('', 'quotes', 1, { id: 'quote-1' })).toBe(2)
+    await transport.publish({
+      exchange: '',
+      routingKey: 'quotes',
+      body: Buffer.from('1'),
+      headers: { 'x-acemq-id': 'quote-1', [REPLY_TO_HEADER]: requester.replyQueue },
+      properties: { contentType: 'application/json', messageId: 'quote-1' },
+      persistent: true,
+      mandatory: true,
+    })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(transport.messageCount('quotes')).toBe(0)
+    expect(handled).toBe(1)
+    expect(responder.answered).toBe(1)
+    expect(requester.unmatched).toBe(0)
   })
 })

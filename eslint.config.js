@@ -17,7 +17,7 @@ const CORE_LAYERS = [
   ['consumer'],
   ['publisher'],
   // Features built on the engine.
-  ['ordered', 'outbox', 'replay'],
+  ['ordered', 'outbox', 'replay', 'request-reply', 'scheduler'],
   // Features built on features (a pipeline names its keys as the ordered queue does).
   ['pipeline'],
   // The connection's own parts, under the facade (its close sequence).

@@ -21,6 +21,8 @@ export async function findWorker(name: string): Promise<Worker | undefined> {
       return (await import('./comparisons/ordered.js')).ordered.workers[name]
     case 'outbox':
       return (await import('./comparisons/outbox.js')).outbox.workers[name]
+    case 'rpc':
+      return (await import('./comparisons/rpc.js')).rpc.workers[name]
     case 'curve':
       return (await import('./curves/workers.js')).workers[name]
     case 'experiment':

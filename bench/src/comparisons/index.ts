@@ -5,6 +5,7 @@ import { ordered } from './ordered.js'
 import { outbox } from './outbox.js'
 import { publish } from './publish.js'
 import { retry } from './retry.js'
+import { rpc } from './rpc.js'
 
 /** Every comparison, in the order they run. */
 export const COMPARISONS: readonly Comparison[] = [
@@ -14,4 +15,5 @@ export const COMPARISONS: readonly Comparison[] = [
   retry,
   ordered,
   outbox,
+  rpc,
 ]

@@ -14,6 +14,7 @@ export const COMPARISON_IDS = [
   'retry',
   'ordered',
   'outbox',
+  'rpc',
 ] as const
 export type ComparisonId = (typeof COMPARISON_IDS)[number]
 

@@ -3,6 +3,7 @@ import { ErrorCodes, ReplayStoppedError, describeError, errorCodeOf } from '@ace
 import { dlqCommands } from './commands/dlq.js'
 import { healthCommands } from './commands/health.js'
 import { outboxCommands } from './commands/outbox.js'
+import { scheduleCommands } from './commands/schedule.js'
 import { sqlCommands } from './commands/sql.js'
 import { topologyCommands } from './commands/topology.js'
 import { brokerAbout, type BrokerAbout } from './broker.js'
@@ -68,6 +69,7 @@ With --json, standard output holds one JSON document: the result, or {"error": {
   healthCommands(program, context)
   sqlCommands(program, context)
   outboxCommands(program, context)
+  scheduleCommands(program, context)
   // Every command exits like the program: usage errors are thrown, not printed and exited.
   for (const command of allCommands(program)) {
     command.exitOverride()

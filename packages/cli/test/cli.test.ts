@@ -23,6 +23,8 @@ describe('acemq without a broker', () => {
     ['store', 'sql'],
     ['outbox'],
     ['outbox', 'sql'],
+    ['schedule'],
+    ['schedule', 'list'],
   ]
 
   it.each(commands.map((c) => [c.join(' ') || '(the program)', c] as const))(

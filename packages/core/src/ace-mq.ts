@@ -27,6 +27,10 @@ import { OrderedQueueBuilder, type OrderedQueue } from './ordered/ordered-queue.
 import { PipelineBuilder } from './pipeline/pipeline-builder.js'
 import type { PipelineHost } from './pipeline/pipeline-host.js'
 import { Replay } from './replay/replay.js'
+import type { MessagingHost } from './publisher/messaging-host.js'
+import { Scheduler } from './scheduler/scheduler.js'
+import { Requester, type RequesterOptions } from './request-reply/requester.js'
+import { Responder, type RespondHandler, type RespondOptions } from './request-reply/responder.js'
 import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
 import { safeInstrumentation } from './telemetry/safe-instrumentation.js'
@@ -300,6 +304,56 @@ export class AceMq implements AsyncDisposable {
     }
     return consumer
   }
+
+  /**
+   * A requester: `request(exchange, routingKey, payload)` resolves to the reply's payload
+   * (docs/design.md §24). Its reply queue is declared on the first request.
+   *
+   * @example
+   * ```ts
+   * const price = await mq.requester().request<Quote, Price>('', 'pricing', { sku: 'a-1' })
+   * ```
+   */
+  requester(options: RequesterOptions = {}): Requester {
+    this.#assertOpen()
+    return new Requester(this.#messagingHost, options)
+  }
+
+  /**
+   * Answers requests on `queue` (which must exist): `handler`'s return value is the reply,
+   * published (confirmed) to the request's reply address before the request is acked. The
+   * responder is an ordinary consumer: retries, idempotency, drain and close apply.
+   *
+   * @example
+   * ```ts
+   * await mq.respond<Quote, Price>('pricing', {}, async (message) => price(message.payload))
+   * ```
+   */
+  async respond<TReq = unknown, TRes = unknown>(
+    queue: string,
+    options: RespondOptions,
+    handler: RespondHandler<TReq, TRes>,
+  ): Promise<Responder> {
+    return new Responder(queue).start(this.#messagingHost, options ?? {}, handler)
+  }
+
+  /**
+   * The connection's scheduler (one per connection): `in(delay, …)` and `at(date, …)` put a
+   * message on the family's TTL ladder; `startDelivering()` runs a control consumer here
+   * (docs/design.md §25).
+   *
+   * @example
+   * ```ts
+   * await mq.scheduler().in('10m', '', 'invoices.remind', { invoice: 'i-1' })
+   * ```
+   */
+  scheduler(): Scheduler {
+    this.#assertOpen()
+    this.#scheduler ??= new Scheduler(this.#messagingHost)
+    return this.#scheduler
+  }
+
+  #scheduler: Scheduler | undefined
 
   /**
    * The transactional outbox's relay on `store`: call `start()` to relay in the background
@@ -660,7 +714,10 @@ export class AceMq implements AsyncDisposable {
         consumers: this.#consumers,
         relays: this.#relays,
         inside: this.#inside,
-        pauseConsuming: () => (this.#consumingPaused = true),
+        pauseConsuming: () => {
+          this.#consumingPaused = true
+          this.#scheduler?.connectionClosing()
+        },
         othersDrained: () => this.#othersDrained.resolve(),
         endPublishing: () => {
           this.#publishingClosed = true
@@ -714,6 +771,17 @@ export class AceMq implements AsyncDisposable {
     }
   }
 
+  get #messagingHost(): MessagingHost {
+    // The publisher's view underneath (not spread: its getters are read at use, not now).
+    const host: MessagingHost = Object.create(this.#publisherHost) as MessagingHost
+    return Object.assign(host, {
+      consume: <T>(queue: string, options: ConsumerOptions, handler: Handler<T>) =>
+        this.consume(queue, options, handler),
+      registerHealth: (contributor: HealthContributor) => this.registerHealth(contributor),
+      reportError: (error: unknown, context: string) => this.#reportError(error, context),
+    })
+  }
+
   get #publisherHost(): PublisherHost {
     // A view, not a copy: pause flags and instrumentation are read at send time.
     // eslint-disable-next-line @typescript-eslint/no-this-alias
@@ -733,6 +801,8 @@ export class AceMq implements AsyncDisposable {
       },
       assertOpen: () => this.#assertCanPublish(),
       reportError: (error, context) => this.#reportError(error, context),
+      schedule: (delay, exchange, routingKey, payload, options) =>
+        this.scheduler().in(delay, exchange, routingKey, payload, options),
     }
   }
 

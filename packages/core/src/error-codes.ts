@@ -69,6 +69,10 @@ export const ErrorCodes = Object.freeze({
   CANCEL_TIMEOUT: 'ACEMQ_CANCEL_TIMEOUT',
   /** The transport lacks what the operation needs (replay without `getOne`). */
   UNSUPPORTED: 'ACEMQ_UNSUPPORTED',
+  /** No reply came to a request within its timeout (docs/design.md §24). */
+  REQUEST_TIMEOUT: 'ACEMQ_REQUEST_TIMEOUT',
+  /** The responder's handler failed (or its reply could not be encoded): the reply says why. */
+  RESPONDER_FAILED: 'ACEMQ_RESPONDER_FAILED',
   /** `shutdownOnSignals`' `onShutdown` threw or rejected. */
   ON_SHUTDOWN_THREW: 'ACEMQ_ON_SHUTDOWN_THREW',
   /** A consumer moved a message to `{queue}.dlq` or `{queue}.parked` (reported by the default `onDeadLetter`). */

@@ -112,6 +112,38 @@ export {
 } from './pipeline/pipeline-builder.js'
 export { ROUTE_HEADERS, readRoute, routeHeaders, type Route } from './pipeline/route.js'
 export * from './retry/retry-policy.js'
+export {
+  DEFAULT_SCHEDULE_PREFETCH,
+  Scheduler,
+  type DeliverOptions,
+  type ScheduleOptions,
+} from './scheduler/scheduler.js'
+export {
+  SCHEDULE_DUE_QUEUE,
+  SCHEDULE_EXCHANGE,
+  SCHEDULE_HEADERS,
+  SCHEDULE_RETRY_MS,
+  SCHEDULE_RUNGS,
+  SMALLEST_RUNG_MS,
+  rungFor,
+  scheduleDeclarations,
+  type ScheduleRung,
+} from './scheduler/schedule-ladder.js'
+export {
+  Requester,
+  RequestTimeoutError,
+  ResponderError,
+  type Reply,
+  type RequestOptions,
+  type RequesterOptions,
+} from './request-reply/requester.js'
+export { Responder, type RespondHandler, type RespondOptions } from './request-reply/responder.js'
+export {
+  DEFAULT_REQUEST_TIMEOUT,
+  REPLY_QUEUE_EXPIRES,
+  REPLY_QUEUE_PREFIX,
+  REPLY_TO_HEADER,
+} from './request-reply/reply-wire.js'
 export * from './telemetry/instrumentation.js'
 export * from './shutdown/shutdown-on-signals.js'
 export { Topology, type QueueOptions } from './topology/topology.js'

@@ -38,6 +38,13 @@ export const ACEMQ_METRICS = Object.freeze({
   pipelineRunDuration: 'acemq.pipeline.run.duration',
   /** Counter of interceptors that threw after the handler, on error or around a publish, by `queue`, `interceptor`, `phase`. */
   interceptorFailed: 'acemq.interceptor.failed',
+  /**
+   * Counter of settled requests, by `role` (requester|responder), `destination`, `outcome`
+   * (answered|timed_out|unmatched|failed|unanswerable).
+   */
+  requestTotal: 'acemq.request.total',
+  /** Counter of scheduler events, by `exchange`, `routing.key`, `outcome` (scheduled|delivered|failed). */
+  scheduleTotal: 'acemq.schedule.total',
 } as const)
 
 /**
@@ -58,6 +65,8 @@ export const ACEMQ_LABELS = Object.freeze({
   step: 'step',
   interceptor: 'interceptor',
   phase: 'phase',
+  role: 'role',
+  destination: 'destination',
 } as const)
 
 /**

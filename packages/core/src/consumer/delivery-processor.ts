@@ -184,6 +184,7 @@ export class DeliveryProcessor<T> {
       contentType: delivery.properties.contentType,
       body: delivery.body,
       redelivered: delivery.redelivered,
+      replyTo: delivery.properties.replyTo,
     }
   }
 

@@ -27,6 +27,8 @@ export interface Message<T> {
   readonly body: Uint8Array
   /** The broker says it delivered this message before. */
   readonly redelivered: boolean
+  /** The AMQP `reply-to` property, when the message has one (a request: docs/design.md §24). */
+  readonly replyTo?: string | undefined
 }
 
 /** What else a handler gets. */

@@ -1,4 +1,5 @@
 import type { Codec } from '../codec/codec.js'
+import { toMillis, type Duration } from '../duration.js'
 import type { CodecRegistry } from '../codec/codec-registry.js'
 import {
   assertApplicationHeaders,
@@ -28,6 +29,12 @@ export interface PublisherOptions {
 export interface SendOptions extends EnvelopeInit {
   /** Application headers for this message, added to the publisher's (no `x-acemq-*`). */
   readonly headers?: Headers
+  /**
+   * Deliver it after this delay, through the scheduler's ladder (docs/design.md §25): the send
+   * resolves once the message is on the ladder; a control consumer (`mq.scheduler()
+   * .startDelivering()`) publishes it when due, always mandatory.
+   */
+  readonly delay?: Duration
 }
 
 /** What a publisher needs from its connection. Internal to core. */
@@ -41,6 +48,14 @@ export interface PublisherHost {
   readonly interceptors: readonly PublishInterceptor[]
   assertOpen(): void
   reportError(error: unknown, context: string): void
+  /** Puts a message on the scheduler's ladder (a send with `delay`). */
+  schedule(
+    delay: Duration,
+    exchange: string,
+    routingKey: string,
+    payload: unknown,
+    options: SendOptions & { readonly contentType: string },
+  ): Promise<void>
 }
 
 /** A message encoded and enveloped, ready to publish. */
@@ -130,6 +145,7 @@ export class Publisher<T> {
   send(payload: T, options: SendOptions = NO_SEND_OPTIONS): Promise<void> {
     // Not async: the transport's promise is handed back as it is (one promise and an async
     // frame less per message); what #prepare refuses still rejects rather than throws.
+    if (options.delay !== undefined) return this.#sendLater(payload, options)
     if (this.#host.interceptors.length > 0) return this.#sendIntercepted(payload, options)
     let prepared: Prepared
     try {
@@ -203,6 +219,18 @@ export class Publisher<T> {
       throw error
     }
     await afterPublish(this.#host, interceptors, publish)
+  }
+
+  async #sendLater(payload: T, { delay, ...options }: SendOptions): Promise<void> {
+    if (this.#host.publishingPaused) throw new PublishingPausedError(this.exchange, this.routingKey)
+    assertApplicationHeaders(options.headers, 'send(options.headers)')
+    const delayMs = toMillis(delay ?? 0, 'send(options.delay)')
+    await this.#host.schedule(delayMs, this.exchange, this.routingKey, payload, {
+      ...options,
+      headers:
+        options.headers === undefined ? this.#headers : { ...this.#headers, ...options.headers },
+      contentType: this.#codec.contentType,
+    })
   }
 
   #prepare(payload: T, options: SendOptions): Prepared {

@@ -68,6 +68,39 @@ export interface Instrumentation {
   interceptorFailed?(info: InterceptorFailureInfo): void
   /** A pipeline run finished: its last step returned, or a step ended it early. */
   pipelineRunFinished?(info: PipelineRunInfo): void
+  /** A request or its reply was settled, on the requester's or the responder's side. */
+  requestSettled?(info: RequestSettledInfo): void
+  /** A delayed message was scheduled, delivered when due, or failed to route when due. */
+  scheduleEvent?(info: ScheduleEventInfo): void
+}
+
+/**
+ * One request/reply outcome. Requester: `answered` (a reply resolved the caller),
+ * `timed_out`, `unmatched` (a reply nobody waits for: late, duplicate or for a requester that
+ * restarted; dropped), `failed` (an error reply, unroutable, aborted, connection lost or
+ * closed). Responder: `answered` (the reply was confirmed), `unanswerable` (no reply address,
+ * a reply the codec refuses, or a reply address that no longer routes).
+ */
+export interface RequestSettledInfo {
+  readonly role: 'requester' | 'responder'
+  /** The requester's `exchange/routingKey`, or the responder's queue. */
+  readonly destination: string
+  readonly outcome: 'answered' | 'timed_out' | 'unmatched' | 'failed' | 'unanswerable'
+  /** Requester `answered`: milliseconds from the publish to the reply. */
+  readonly durationMs?: number
+}
+
+/**
+ * One scheduler event: `scheduled` (published onto the ladder), `delivered` (published,
+ * confirmed, to its destination when due), `failed` (its destination did not route; it is
+ * tried again in 5 s).
+ */
+export interface ScheduleEventInfo {
+  readonly exchange: string
+  readonly routingKey: string
+  readonly outcome: 'scheduled' | 'delivered' | 'failed'
+  /** `delivered`: milliseconds past its due time (the ladder's lateness). */
+  readonly lateMs?: number
 }
 
 /** An interceptor that threw (`acemq.interceptor.failed`). */

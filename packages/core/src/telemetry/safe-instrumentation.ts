@@ -41,11 +41,19 @@ export function safeInstrumentation(inner: Instrumentation, report: Report): Ins
     ...guarded(inner, 'outboxRelayed', report),
     ...guarded(inner, 'pipelineRunFinished', report),
     ...guarded(inner, 'interceptorFailed', report),
+    ...guarded(inner, 'requestSettled', report),
+    ...guarded(inner, 'scheduleEvent', report),
   }
 }
 
 /** The notifications an instrumentation may leave out: one argument, nothing returned. */
-type Notification = 'rungMissing' | 'outboxRelayed' | 'pipelineRunFinished' | 'interceptorFailed'
+type Notification =
+  | 'rungMissing'
+  | 'outboxRelayed'
+  | 'pipelineRunFinished'
+  | 'interceptorFailed'
+  | 'requestSettled'
+  | 'scheduleEvent'
 
 /**
  * `{ [name]: inner[name] }` with every throw reported instead of thrown; `{}` when `inner` has no

@@ -76,6 +76,8 @@ export class Instruments {
   readonly pipelineRunTotal: Counter
   readonly pipelineRunDuration: Histogram
   readonly interceptorFailed: Counter
+  readonly requestTotal: Counter
+  readonly scheduleTotal: Counter
   /** Cleared by uninstall: scopes still open end their spans but record no more metrics. */
   recording = true
   readonly #routes = new Map<string, Map<string, Route>>()
@@ -148,6 +150,14 @@ export class Instruments {
       description:
         'Interceptors that threw where a throw changes nothing (after the handler, on error, after a confirm).',
       unit: '{failure}',
+    })
+    this.requestTotal = meter.createCounter(ACEMQ_METRICS.requestTotal, {
+      description: 'Requests settled, by the requester or the responder, and how.',
+      unit: '{request}',
+    })
+    this.scheduleTotal = meter.createCounter(ACEMQ_METRICS.scheduleTotal, {
+      description: 'Delayed messages scheduled, delivered when due, or failing to route.',
+      unit: '{message}',
     })
   }
 

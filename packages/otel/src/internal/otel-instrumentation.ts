@@ -11,6 +11,8 @@ import type {
   InterceptorFailureInfo,
   OutboxRelayInfo,
   PipelineRunInfo,
+  RequestSettledInfo,
+  ScheduleEventInfo,
   ProcessInfo,
   ProcessScope,
   PublishInfo,
@@ -104,6 +106,36 @@ export class OtelInstrumentation implements Instrumentation {
       })
     } catch (error) {
       reportFailure('counting an interceptor failure', error)
+    }
+  }
+
+  requestSettled(info: RequestSettledInfo): void {
+    this.#count('counting a request', (instruments) =>
+      instruments.requestTotal.add(1, {
+        [ACEMQ_LABELS.role]: info.role,
+        [ACEMQ_LABELS.destination]: info.destination,
+        [ACEMQ_LABELS.outcome]: info.outcome,
+      }),
+    )
+  }
+
+  scheduleEvent(info: ScheduleEventInfo): void {
+    this.#count('counting a scheduled message', (instruments) =>
+      instruments.scheduleTotal.add(1, {
+        [ACEMQ_LABELS.exchange]: info.exchange,
+        [ACEMQ_LABELS.routingKey]: info.routingKey,
+        [ACEMQ_LABELS.outcome]: info.outcome,
+      }),
+    )
+  }
+
+  #count(what: string, record: (instruments: Instruments) => void): void {
+    const instruments = this.#instruments
+    if (!instruments.recording) return
+    try {
+      record(instruments)
+    } catch (error) {
+      reportFailure(what, error)
     }
   }
 

@@ -1,0 +1,7 @@
+import { InMemoryTransport } from '../../src/index.js'
+import { inMemoryTarget, requestReplyScenarios } from '@acemq/testing'
+
+requestReplyScenarios(
+  'InMemoryTransport',
+  inMemoryTarget(() => new InMemoryTransport()),
+)

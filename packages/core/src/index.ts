@@ -99,6 +99,14 @@ export {
 } from './pipeline/pipeline-builder.js'
 export { ROUTE_HEADERS, readRoute, routeHeaders, type Route } from './pipeline/route.js'
 export * from './retry/retry-policy.js'
+export type { StandardSchemaV1 } from './schema/standard-schema.js'
+export {
+  MAX_ISSUES_REASON_LENGTH,
+  MAX_LISTED_ISSUES,
+  SchemaValidationError,
+  describeIssues,
+  withSchema,
+} from './schema/schema-validation.js'
 export * from './telemetry/instrumentation.js'
 export * from './shutdown/shutdown-on-signals.js'
 export { Topology, type QueueOptions } from './topology/topology.js'

@@ -1150,7 +1150,11 @@ export class ConsumerEngine<T> implements Consumer {
         delivery.nack(true)
         return 'released'
       case 'dead-letter':
-        return this.#setAside(handling, 'rejected', result.reason)
+        return this.#setAside(
+          handling,
+          INVALID_RESULTS.has(result) ? 'invalid' : 'rejected',
+          result.reason,
+        )
       case 'park':
         return this.#setAside(handling, 'parked', result.reason)
       case 'retry':
@@ -1222,7 +1226,7 @@ export class ConsumerEngine<T> implements Consumer {
 
   async #setAside(
     handling: Handling,
-    outcome: 'dead_lettered' | 'rejected' | 'parked',
+    outcome: 'dead_lettered' | 'rejected' | 'parked' | 'invalid',
     reason: string,
   ): Promise<Settled> {
     const target =
@@ -1414,6 +1418,9 @@ function handlerReturned(
   return isAckResult(returned) ? returned : ACCEPT
 }
 
+/** The dead-letter results made for a payload its schema refused: their outcome is `invalid`. */
+const INVALID_RESULTS = new WeakSet<AckResult>()
+
 /** A handler that threw (or rejected): `FatalError` dead-letters, anything else retries. */
 function handlerFailed(
   error: unknown,
@@ -1421,8 +1428,13 @@ function handlerFailed(
   started: number,
 ): AckResult {
   scope?.handled(performance.now() - started, error)
-  if (errorCodeOf(error) === ErrorCodes.FATAL) {
-    return { kind: 'dead-letter', reason: describeError(error) }
+  const code = errorCodeOf(error)
+  if (code === ErrorCodes.FATAL) return { kind: 'dead-letter', reason: describeError(error) }
+  if (code === ErrorCodes.INVALID_PAYLOAD) {
+    // A payload its schema refused: dead-lettered like a FatalError, counted `invalid` (§17).
+    const invalid: AckResult = { kind: 'dead-letter', reason: describeError(error) }
+    INVALID_RESULTS.add(invalid)
+    return invalid
   }
   return { kind: 'retry', reason: describeError(error), delayMs: undefined }
 }

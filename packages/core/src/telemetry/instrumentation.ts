@@ -5,7 +5,14 @@ export type PublishOutcome = 'confirmed' | 'unroutable' | 'failed' | 'refused'
 
 /** How a delivery was settled: what happened, not what the handler asked for. */
 export type ConsumeOutcome =
-  'acked' | 'retried' | 'rejected' | 'dead_lettered' | 'parked' | 'in_progress'
+  | 'acked'
+  | 'retried'
+  | 'rejected'
+  | 'dead_lettered'
+  | 'parked'
+  | 'in_progress'
+  /** A payload its schema refused, moved to `{queue}.dlq` without retry (`withSchema`). */
+  | 'invalid'
 
 /** What a publish is about to do. `headers` may be written to (trace context injection). */
 export interface PublishInfo {
@@ -39,7 +46,11 @@ export interface ProcessScope {
   /** The message was put back for another attempt after `delayMs`. */
   retried(delayMs: number, inBroker: boolean): void
   /** The message was set aside on `queue` with `reason`. */
-  setAside(outcome: 'dead_lettered' | 'parked' | 'rejected', queue: string, reason: string): void
+  setAside(
+    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'invalid',
+    queue: string,
+    reason: string,
+  ): void
   /** The delivery is settled. Called exactly once. */
   end(outcome: ConsumeOutcome, error?: unknown): void
 }

@@ -32,6 +32,7 @@ const CONSUME_OUTCOMES: readonly ConsumeOutcome[] = [
   'dead_lettered',
   'parked',
   'in_progress',
+  'invalid',
 ]
 
 /** What a publish to one exchange and routing key needs, built once per route. */
@@ -50,7 +51,7 @@ export interface QueueRecord {
   /** `acemq.messages.retried.total` labels. */
   readonly retriedLabels: Attributes
   /** `acemq.messages.dead.lettered.total` labels by outcome. */
-  readonly deadLetteredLabels: Readonly<Record<'dead_lettered' | 'parked', Attributes>>
+  readonly deadLetteredLabels: Readonly<Record<'dead_lettered' | 'parked' | 'invalid', Attributes>>
 }
 
 /**
@@ -205,6 +206,7 @@ function buildQueueRecord(queue: string): QueueRecord {
         [ACEMQ_LABELS.outcome]: 'dead_lettered',
       }),
       parked: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'parked' }),
+      invalid: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'invalid' }),
     }),
   })
 }

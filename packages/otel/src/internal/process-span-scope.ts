@@ -47,7 +47,11 @@ export class ProcessSpanScope implements ProcessScope {
     }
   }
 
-  setAside(outcome: 'dead_lettered' | 'parked' | 'rejected', queue: string, reason: string): void {
+  setAside(
+    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'invalid',
+    queue: string,
+    reason: string,
+  ): void {
     this.#reason = reason
     try {
       this.#span.addEvent(ACEMQ_EVENTS.deadLettered, {
@@ -96,7 +100,7 @@ export class ProcessSpanScope implements ProcessScope {
     if (this.#handlerSeconds >= 0) instruments.consumeDuration.record(this.#handlerSeconds, labels)
     if (outcome === 'retried') {
       instruments.retriedTotal.add(1, record.retriedLabels)
-    } else if (outcome === 'dead_lettered' || outcome === 'parked') {
+    } else if (outcome === 'dead_lettered' || outcome === 'parked' || outcome === 'invalid') {
       instruments.deadLetteredTotal.add(1, record.deadLetteredLabels[outcome])
     }
   }

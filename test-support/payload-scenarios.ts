@@ -1,0 +1,246 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { type } from 'arktype'
+import * as v from 'valibot'
+import { z } from 'zod'
+import {
+  ConsumerOptions,
+  ErrorCodes,
+  RetryPolicy,
+  Topology,
+  errorCodeOf,
+  readEnvelope,
+  withSchema,
+  type AceMq,
+  type ConsumeOutcome,
+  type Consumer,
+  type Handler,
+  type StandardSchemaV1,
+} from '@acemq/core'
+import {
+  closeScenario,
+  eventually,
+  openScenario,
+  uniqueName,
+  type BrokerProbe,
+  type InspectedMessage,
+  type ScenarioConnection,
+  type ScenarioTarget,
+} from '@acemq/testing'
+
+/** One order, as each schema library spells it: `total` arrives as a string and leaves a number. */
+const ORDER_SCHEMAS: readonly (readonly [string, StandardSchemaV1<unknown, Order>])[] = [
+  ['zod', z.object({ id: z.string(), total: z.coerce.number().positive() })],
+  [
+    'valibot',
+    v.object({
+      id: v.string(),
+      total: v.pipe(v.unknown(), v.transform(Number), v.number(), v.minValue(0.01)),
+    }),
+  ],
+  [
+    'arktype',
+    type({
+      id: 'string',
+      total: type('string.numeric.parse')
+        .or('number')
+        .pipe((n) => n)
+        .narrow((n) => n > 0),
+    }),
+  ],
+]
+
+interface Order {
+  readonly id: string
+  readonly total: number
+}
+
+/** Records how each delivery ended, as telemetry sees it. */
+function recordOutcomes(mq: AceMq): ConsumeOutcome[] {
+  const outcomes: ConsumeOutcome[] = []
+  mq.setInstrumentation({
+    publishStarted: () => undefined,
+    processStarted: () => ({
+      run: (fn) => fn(),
+      handled: () => undefined,
+      retried: () => undefined,
+      setAside: () => undefined,
+      end: (outcome) => void outcomes.push(outcome),
+    }),
+  })
+  return outcomes
+}
+
+/**
+ * Schema validation (docs/design.md §17) on one transport: a consumer typed from a Standard
+ * Schema of zod, valibot and arktype, and a publisher that refuses what its schema refuses.
+ */
+export function schemaScenarios(name: string, target: ScenarioTarget): void {
+  describe(`schema validation on ${name}`, () => {
+    let connection: ScenarioConnection
+    let mq: AceMq
+    let probe: BrokerProbe
+    const queues: string[] = []
+    const consumers: Consumer[] = []
+
+    beforeEach(async () => {
+      connection = await openScenario(target)
+      ;({ mq, probe } = connection)
+    })
+    afterEach(async () => {
+      for (const consumer of consumers.splice(0)) await consumer.close({ drainTimeout: 0 })
+      await closeScenario(connection, queues)
+    })
+
+    async function queue(): Promise<string> {
+      const q = uniqueName('schema')
+      queues.push(q)
+      await mq.applyTopology(Topology.define().queueWithDeadLetter(q))
+      return q
+    }
+
+    async function consume(q: string, handler: Handler<unknown>): Promise<void> {
+      const options = ConsumerOptions.defaults().withRetry(RetryPolicy.fixed(5, 10))
+      consumers.push(await mq.consume(q, options, handler))
+    }
+
+    async function dlqCopy(q: string): Promise<InspectedMessage> {
+      await eventually(async () => (await probe.count(`${q}.dlq`)) === 1, 10_000, 'the dlq copy')
+      return (await probe.get(`${q}.dlq`)) as InspectedMessage
+    }
+
+    for (const [library, Order] of ORDER_SCHEMAS) {
+      it(`hands a ${library}-typed handler the schema's output for a valid message`, async () => {
+        const q = await queue()
+        const seen: Order[] = []
+        await consume(
+          q,
+          withSchema(Order, (message) => {
+            // Typed from the schema: `total` is a number here.
+            const total: number = message.payload.total
+            seen.push({ id: message.payload.id, total })
+          }),
+        )
+        await mq.publisher('', q).send({ id: 'o-1', total: '12.5' })
+        await eventually(() => seen.length === 1, 10_000, 'the handled order')
+        expect(seen).toEqual([{ id: 'o-1', total: 12.5 }])
+      })
+
+      it(`dead-letters a message ${library} refuses at once, with the issues as the reason and outcome invalid`, async () => {
+        const q = await queue()
+        const outcomes = recordOutcomes(mq)
+        let ran = 0
+        await consume(
+          q,
+          withSchema(Order, () => {
+            ran += 1
+          }),
+        )
+        await mq.publisher('', q).send({ total: '-3' })
+        const copy = await dlqCopy(q)
+        const { envelope } = readEnvelope(copy.headers, {
+          messageId: copy.messageId,
+          routingKey: q,
+        })
+        expect(ran).toBe(0)
+        expect(envelope.attempt).toBe(1)
+        expect(envelope.error).toMatch(/^invalid payload \(\d+ issue\(s\)\): /)
+        expect(envelope.error).toMatch(/\bid: /)
+        expect(envelope.error).toMatch(/\btotal: /)
+        expect(JSON.parse(Buffer.from(copy.body).toString())).toEqual({ total: '-3' })
+        await eventually(() => outcomes.length === 1, 5_000, 'the outcome')
+        expect(outcomes).toEqual(['invalid'])
+      })
+
+      it(`refuses a publish ${library} refuses before anything is written, naming the issues`, async () => {
+        const q = await queue()
+        const orders = mq.publisher('', q).withSchema(Order)
+        const refused = await orders.send({ id: 7 } as never).catch((error: unknown) => error)
+        expect(errorCodeOf(refused)).toBe(ErrorCodes.INVALID_PAYLOAD)
+        expect(String((refused as Error).message)).toMatch(/\bid: .*total: /)
+        await orders.send({ id: 'o-2', total: 3 })
+        await eventually(async () => (await probe.count(q)) === 1, 5_000, 'the valid order')
+        const sent = (await probe.get(q)) as InspectedMessage
+        expect(JSON.parse(Buffer.from(sent.body).toString())).toEqual({ id: 'o-2', total: 3 })
+      })
+    }
+
+    it('writes none of a sendAll when one payload is refused', async () => {
+      const q = await queue()
+      const orders = mq.publisher('', q).withSchema(ORDER_SCHEMAS[0]![1])
+      const refused = await orders
+        .sendAll([
+          { id: 'a', total: 1 },
+          { id: 'b', total: -1 },
+        ])
+        .catch((error: unknown) => error)
+      expect(errorCodeOf(refused)).toBe(ErrorCodes.INVALID_PAYLOAD)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(await probe.count(q)).toBe(0)
+    })
+
+    it('validates with an async schema', async () => {
+      const q = await queue()
+      const known = new Set(['c-1'])
+      const Customer = z.object({ customer: z.string() }).refine(
+        async (value) => {
+          await new Promise((resolve) => setTimeout(resolve, 5))
+          return known.has(value.customer)
+        },
+        { message: 'unknown customer', path: ['customer'] },
+      )
+      const seen: string[] = []
+      await consume(
+        q,
+        withSchema(Customer, (message) => void seen.push(message.payload.customer)),
+      )
+      const publisher = mq.publisher('', q)
+      await publisher.send({ customer: 'c-1' })
+      await publisher.send({ customer: 'c-9' })
+      const copy = await dlqCopy(q)
+      expect(seen).toEqual(['c-1'])
+      expect(readEnvelope(copy.headers, { routingKey: q }).envelope.error).toContain(
+        'customer: unknown customer',
+      )
+    })
+
+    it('retries when the schema itself throws: a failure of the code, not of the payload', async () => {
+      const q = await queue()
+      let calls = 0
+      const flaky: StandardSchemaV1<unknown, unknown> = {
+        '~standard': {
+          version: 1,
+          vendor: 'test',
+          validate(value) {
+            calls += 1
+            if (calls === 1) throw new Error('lookup service down')
+            return { value }
+          },
+        },
+      }
+      const attempts: number[] = []
+      await consume(
+        q,
+        withSchema(flaky, (message) => void attempts.push(message.envelope.attempt)),
+      )
+      await mq.publisher('', q).send({ id: 'o-3' })
+      await eventually(() => attempts.length === 1, 10_000, 'the second attempt')
+      expect(attempts).toEqual([2])
+      expect(await probe.count(`${q}.dlq`)).toBe(0)
+    })
+
+    it('bounds the reason of a message with 10,000 issues and still dead-letters it', async () => {
+      const q = await queue()
+      const Numbers = z.array(z.number())
+      await consume(
+        q,
+        withSchema(Numbers, () => undefined),
+      )
+      await mq.publisher('', q).send(Array.from({ length: 10_000 }, (_, i) => `n${i}`))
+      const copy = await dlqCopy(q)
+      const reason = readEnvelope(copy.headers, { routingKey: q }).envelope.error ?? ''
+      expect(reason).toMatch(/^invalid payload \(10000 issue\(s\)\): \[0\]: /)
+      expect(reason).toMatch(/… and 99\d\d more issue\(s\)$/)
+      expect(reason.length).toBeLessThanOrEqual(1_100)
+    })
+  })
+}

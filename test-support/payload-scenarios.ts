@@ -1,10 +1,17 @@
+import { randomBytes } from 'node:crypto'
+import { inspect } from 'node:util'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { type } from 'arktype'
 import * as v from 'valibot'
 import { z } from 'zod'
 import {
+  CodecRegistry,
   ConsumerOptions,
+  ENCRYPTED_CONTENT_TYPE,
   ErrorCodes,
+  KeyRing,
+  encryptedCodec,
+  jsonCodec,
   RetryPolicy,
   Topology,
   errorCodeOf,
@@ -241,6 +248,146 @@ export function schemaScenarios(name: string, target: ScenarioTarget): void {
       expect(reason).toMatch(/^invalid payload \(10000 issue\(s\)\): \[0\]: /)
       expect(reason).toMatch(/… and 99\d\d more issue\(s\)$/)
       expect(reason.length).toBeLessThanOrEqual(1_100)
+    })
+  })
+}
+
+/**
+ * The encrypting codec (docs/design.md §17) on one transport: a rotation between publish and
+ * consume, and bodies that cannot be decrypted parked with the key id and never the key.
+ */
+export function encryptionScenarios(name: string, target: ScenarioTarget): void {
+  describe(`encrypted payloads on ${name}`, () => {
+    const key1 = randomBytes(32)
+    const key2 = randomBytes(32)
+    let ring: KeyRing
+    /** Everything the library said: onError reports, telemetry's reasons and errors. */
+    const said: unknown[] = []
+    let connection: ScenarioConnection
+    let mq: AceMq
+    let probe: BrokerProbe
+    const queues: string[] = []
+    const consumers: Consumer[] = []
+
+    beforeEach(async () => {
+      ring = KeyRing.of({ k1: key1 }, 'k1')
+      said.length = 0
+      const codecs = CodecRegistry.defaults().with(
+        encryptedCodec({ inner: jsonCodec, keys: () => ring }),
+      )
+      connection = await openScenario(target, undefined, {
+        codecs,
+        onError: (error, context) => void said.push(error, context),
+      })
+      ;({ mq, probe } = connection)
+      mq.setInstrumentation({
+        publishStarted: () => ({ end: (outcome, error) => void said.push(outcome, error) }),
+        processStarted: (info) => {
+          said.push(info)
+          return {
+            run: (fn) => fn(),
+            handled: (_ms, error) => void said.push(error),
+            retried: () => undefined,
+            setAside: (outcome, queue, reason) => void said.push(outcome, queue, reason),
+            end: (outcome, error) => void said.push(outcome, error),
+          }
+        },
+      })
+    })
+    afterEach(async () => {
+      for (const consumer of consumers.splice(0)) await consumer.close({ drainTimeout: 0 })
+      await closeScenario(connection, queues)
+    })
+
+    async function queue(): Promise<string> {
+      const q = uniqueName('encrypted')
+      queues.push(q)
+      await mq.applyTopology(Topology.define().queueWithDeadLetter(q))
+      return q
+    }
+
+    function publisher(q: string) {
+      return mq.publisher('', q, { contentType: ENCRYPTED_CONTENT_TYPE })
+    }
+
+    async function parkedReason(q: string): Promise<{ reason: string; copy: InspectedMessage }> {
+      await eventually(async () => (await probe.count(`${q}.parked`)) === 1, 10_000, 'parked')
+      const copy = (await probe.get(`${q}.parked`)) as InspectedMessage
+      return { reason: readEnvelope(copy.headers, { routingKey: q }).envelope.error ?? '', copy }
+    }
+
+    function expectNoKeyIn(...things: unknown[]): void {
+      const printed = things.map((thing) => inspect(thing, { depth: 8 })).join('\n')
+      for (const key of [key1, key2]) {
+        for (const form of [key.toString('hex'), key.toString('base64'), key.toString('latin1')]) {
+          expect(printed).not.toContain(form)
+        }
+      }
+    }
+
+    it('delivers a message published under the old key after a rotation between publish and consume', async () => {
+      const q = await queue()
+      await publisher(q).send({ salary: 5_100 })
+      ring = ring.with('k2', key2, true)
+      const seen: unknown[] = []
+      consumers.push(
+        await mq.consume(
+          q,
+          ConsumerOptions.defaults(),
+          (message) => void seen.push(message.payload),
+        ),
+      )
+      await eventually(() => seen.length === 1, 10_000, 'the decrypted message')
+      expect(seen).toEqual([{ salary: 5_100 }])
+    })
+
+    it('parks a message under a key the ring no longer holds, naming the key id and never a key', async () => {
+      const q = await queue()
+      await publisher(q).send({ salary: 5_200 })
+      ring = KeyRing.of({ k2: key2 }, 'k2')
+      let ran = 0
+      consumers.push(await mq.consume(q, ConsumerOptions.defaults(), () => void (ran += 1)))
+      const { reason, copy } = await parkedReason(q)
+      expect(reason).toBe(
+        "could not decode: the body is encrypted under key 'k1', which the key ring does not hold (it holds k2)",
+      )
+      expect(ran).toBe(0)
+      expect(copy.contentType).toBe(ENCRYPTED_CONTENT_TYPE)
+      expectNoKeyIn(said, copy.headers, reason)
+    })
+
+    it('parks a body encrypted under another key of the same id, naming the id and never a key', async () => {
+      const q = await queue()
+      await publisher(q).send({ salary: 5_300 })
+      ring = KeyRing.of({ k1: key2 }, 'k1')
+      consumers.push(await mq.consume(q, ConsumerOptions.defaults(), () => undefined))
+      const { reason, copy } = await parkedReason(q)
+      expect(reason).toContain(
+        "could not decode: the body encrypted under key 'k1' does not authenticate",
+      )
+      expectNoKeyIn(said, copy.headers, reason)
+    })
+
+    it('parks a tampered body', async () => {
+      const q = await queue()
+      const body = Buffer.from(encryptedCodec({ inner: jsonCodec, keys: ring }).encode({ a: 1 }))
+      body[body.length - 1] = (body[body.length - 1] as number) ^ 0xff
+      await probe.sendRaw(q, body, { contentType: ENCRYPTED_CONTENT_TYPE })
+      consumers.push(await mq.consume(q, ConsumerOptions.defaults(), () => undefined))
+      const { reason } = await parkedReason(q)
+      expect(reason).toContain('or the body was altered')
+    })
+
+    it('refuses to publish through a ring without a current key, writing nothing', async () => {
+      const q = await queue()
+      ring = KeyRing.of({ k1: key1 })
+      const refused = await publisher(q)
+        .send({ salary: 1 })
+        .catch((error: unknown) => error)
+      expect(errorCodeOf(refused)).toBe(ErrorCodes.CONFIGURATION)
+      expect((refused as Error).message).toContain('no current key to encrypt with (it holds k1)')
+      expect(await probe.count(q)).toBe(0)
+      expectNoKeyIn(refused)
     })
   })
 }

@@ -20,6 +20,12 @@ export type { Consumer } from './consumer/consumer.js'
 export type { Handler, HandlerContext, Message } from './consumer/message.js'
 export * from './codec/codec.js'
 export * from './codec/codec-registry.js'
+export {
+  ENCRYPTED_CONTENT_TYPE,
+  encryptedCodec,
+  type EncryptedCodecOptions,
+} from './codec/encrypted-codec.js'
+export { KeyRing } from './codec/key-ring.js'
 export * from './envelope/envelope.js'
 export {
   toHealthJson,

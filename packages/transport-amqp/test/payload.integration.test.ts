@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe } from 'vitest'
 import { requireRabbit } from '@acemq/testing'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
-import { schemaScenarios } from '../../../test-support/payload-scenarios.js'
+import { encryptionScenarios, schemaScenarios } from '../../../test-support/payload-scenarios.js'
 import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
 
 const hasRabbit = await requireRabbit()
@@ -27,4 +27,5 @@ describe.runIf(hasRabbit)('payloads on AmqpTransport', () => {
       amqpScenarioTarget(vhost.url, 'acemq-payload').probe(transport),
   }
   schemaScenarios('AmqpTransport (RabbitMQ)', target)
+  encryptionScenarios('AmqpTransport (RabbitMQ)', target)
 })

@@ -1,8 +1,0 @@
-import { InMemoryTransport } from '../../src/index.js'
-import { inMemoryTarget } from '@acemq/testing'
-import { schemaScenarios } from '../../../../test-support/payload-scenarios.js'
-
-schemaScenarios(
-  'the in-memory transport',
-  inMemoryTarget(() => new InMemoryTransport()),
-)

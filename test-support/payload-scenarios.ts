@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import { inspect } from 'node:util'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { type } from 'arktype'
@@ -7,6 +10,10 @@ import { z } from 'zod'
 import {
   CodecRegistry,
   ConsumerOptions,
+  FatalError,
+  FileClaimCheckStore,
+  claimCheckCodec,
+  type ClaimCheckStore,
   ENCRYPTED_CONTENT_TYPE,
   ErrorCodes,
   KeyRing,
@@ -59,6 +66,15 @@ const ORDER_SCHEMAS: readonly (readonly [string, StandardSchemaV1<unknown, Order
 interface Order {
   readonly id: string
   readonly total: number
+}
+
+/** Consumes `q` with default options, collecting each payload. */
+async function collectPayloads(mq: AceMq, q: string, consumers: Consumer[]): Promise<unknown[]> {
+  const seen: unknown[] = []
+  consumers.push(
+    await mq.consume(q, ConsumerOptions.defaults(), (message) => void seen.push(message.payload)),
+  )
+  return seen
 }
 
 /** Records how each delivery ended, as telemetry sees it. */
@@ -329,14 +345,7 @@ export function encryptionScenarios(name: string, target: ScenarioTarget): void 
       const q = await queue()
       await publisher(q).send({ salary: 5_100 })
       ring = ring.with('k2', key2, true)
-      const seen: unknown[] = []
-      consumers.push(
-        await mq.consume(
-          q,
-          ConsumerOptions.defaults(),
-          (message) => void seen.push(message.payload),
-        ),
-      )
+      const seen = await collectPayloads(mq, q, consumers)
       await eventually(() => seen.length === 1, 10_000, 'the decrypted message')
       expect(seen).toEqual([{ salary: 5_100 }])
     })
@@ -388,6 +397,167 @@ export function encryptionScenarios(name: string, target: ScenarioTarget): void 
       expect((refused as Error).message).toContain('no current key to encrypt with (it holds k1)')
       expect(await probe.count(q)).toBe(0)
       expectNoKeyIn(refused)
+    })
+  })
+}
+
+const DAY = 86_400_000
+
+/** The key of a claim-check reference body (`ac 01 01` + key), or undefined for another body. */
+function referenceKey(body: Uint8Array): string | undefined {
+  const bytes = Buffer.from(body)
+  if (bytes[0] !== 0xac || bytes[1] !== 0x01 || bytes[2] !== 0x01) return undefined
+  return bytes.toString('utf8', 3)
+}
+
+/**
+ * Claim checks (docs/design.md §17) on one transport: a 5 MB payload crosses as a reference,
+ * its stored body outlives the ack, the dead-lettering and the replay, and goes only with the
+ * purge once the retention has passed; a reference whose body is gone is parked, once.
+ */
+export function claimCheckScenarios(name: string, target: ScenarioTarget): void {
+  describe(`claim checks on ${name}`, () => {
+    let directory: string
+    let files: FileClaimCheckStore
+    /** Fails the next `failGets` reads, as a store that is down would. */
+    let failGets = 0
+    let connection: ScenarioConnection
+    let mq: AceMq
+    let probe: BrokerProbe
+    const queues: string[] = []
+    const consumers: Consumer[] = []
+
+    beforeEach(async () => {
+      directory = await mkdtemp(path.join(tmpdir(), 'acemq-claims-'))
+      files = new FileClaimCheckStore(directory)
+      failGets = 0
+      const store: ClaimCheckStore = {
+        put: (key, body, expiresAt) => files.put(key, body, expiresAt),
+        async get(key) {
+          if (failGets > 0) {
+            failGets -= 1
+            throw new Error('claim-check volume not mounted')
+          }
+          return files.get(key)
+        },
+        delete: (key) => files.delete(key),
+        purgeExpired: (now) => files.purgeExpired(now),
+      }
+      const codecs = CodecRegistry.defaults().with(
+        claimCheckCodec({ inner: jsonCodec, store, retention: '7d' }),
+      )
+      connection = await openScenario(target, undefined, { codecs })
+      ;({ mq, probe } = connection)
+    })
+    afterEach(async () => {
+      for (const consumer of consumers.splice(0)) await consumer.close({ drainTimeout: 0 })
+      await closeScenario(connection, queues)
+      await rm(directory, { recursive: true, force: true })
+    })
+
+    async function queue(): Promise<string> {
+      const q = uniqueName('claims')
+      queues.push(q)
+      await mq.applyTopology(Topology.define().queueWithDeadLetter(q))
+      return q
+    }
+
+    /** Publishes `payload`, takes it off the queue to read its key, and puts it back as it was. */
+    async function publishAndPeek(q: string, payload: unknown): Promise<InspectedMessage> {
+      await mq.publisher('', q).send(payload)
+      await eventually(async () => (await probe.count(q)) === 1, 10_000, 'the published message')
+      const sent = (await probe.get(q)) as InspectedMessage
+      await probe.sendRaw(q, sent.body, {
+        headers: sent.headers,
+        ...(sent.contentType === undefined ? {} : { contentType: sent.contentType }),
+        ...(sent.messageId === undefined ? {} : { messageId: sent.messageId }),
+      })
+      return sent
+    }
+
+    it('carries a 5 MB payload as a reference and keeps its body after the ack', async () => {
+      const q = await queue()
+      const payload = { id: 'big-1', blob: randomBytes(3_750_000).toString('base64') }
+      const sent = await publishAndPeek(q, payload)
+      const key = referenceKey(sent.body)
+      expect(key).toMatch(/^[0-9a-f-]{36}$/)
+      expect(sent.body.length).toBe(3 + 36)
+      expect(sent.contentType).toBe('application/json')
+      const seen = await collectPayloads(mq, q, consumers)
+      await eventually(() => seen.length === 1, 20_000, 'the 5 MB message')
+      expect(seen[0]).toEqual(payload)
+      await eventually(async () => (await probe.count(q)) === 0, 5_000, 'the ack')
+      // Acked, yet kept: a retry or a dead-lettered copy of the message may still point at it.
+      expect((await files.get(key as string))?.length).toBeGreaterThan(5_000_000)
+    })
+
+    it('keeps the body a dead-lettered copy needs, through its replay, until the retention has passed', async () => {
+      const q = await queue()
+      const sent = await publishAndPeek(q, { id: 'big-2', blob: 'x'.repeat(100_000) })
+      const key = referenceKey(sent.body) as string
+      let fail = true
+      const seen: string[] = []
+      consumers.push(
+        await mq.consume(q, ConsumerOptions.defaults(), (message) => {
+          if (fail) throw new FatalError('rejected by billing')
+          seen.push((message.payload as { id: string }).id)
+        }),
+      )
+      await eventually(async () => (await probe.count(`${q}.dlq`)) === 1, 10_000, 'the dlq copy')
+      expect(await files.get(key)).toBeDefined()
+      fail = false
+      expect(await mq.replay(`${q}.dlq`).into(q).replayAll()).toBe(1)
+      await eventually(() => seen.length === 1, 10_000, 'the replayed message')
+      expect(seen).toEqual(['big-2'])
+      expect(await files.get(key)).toBeDefined()
+      // Within the retention (7 days) the purge keeps it; past it, the purge removes it.
+      expect(await files.purgeExpired(Date.now() + 6 * DAY)).toBe(0)
+      expect(await files.purgeExpired(Date.now() + 7 * DAY + 60_000)).toBe(1)
+      expect(await files.get(key)).toBeUndefined()
+    })
+
+    it('parks a reference whose body is gone, naming the key, once', async () => {
+      const q = await queue()
+      const sent = await publishAndPeek(q, { blob: 'y'.repeat(70_000) })
+      const key = referenceKey(sent.body) as string
+      await files.delete(key)
+      let ran = 0
+      consumers.push(await mq.consume(q, ConsumerOptions.defaults(), () => void (ran += 1)))
+      await eventually(async () => (await probe.count(`${q}.parked`)) === 1, 10_000, 'parked')
+      const copy = (await probe.get(`${q}.parked`)) as InspectedMessage
+      const reason = readEnvelope(copy.headers, { routingKey: q }).envelope.error
+      expect(reason).toBe(
+        `could not decode: the claim-check key '${key}' is not in the store: its body was purged (kept 7d after publish) or never stored`,
+      )
+      expect(ran).toBe(0)
+      expect(Buffer.from(copy.body).equals(Buffer.from(sent.body))).toBe(true)
+    })
+
+    it('retries, never parks, when the store fails to answer', async () => {
+      const q = await queue()
+      await publishAndPeek(q, { id: 'big-3', blob: 'z'.repeat(70_000) })
+      failGets = 1
+      const attempts: number[] = []
+      consumers.push(
+        await mq.consume(
+          q,
+          ConsumerOptions.defaults().withRetry(RetryPolicy.fixed(3, 10)),
+          (message) => void attempts.push(message.envelope.attempt),
+        ),
+      )
+      await eventually(() => attempts.length === 1, 10_000, 'the retried message')
+      expect(attempts).toEqual([2])
+      expect(await probe.count(`${q}.parked`)).toBe(0)
+    })
+
+    it('reads a small payload inline, and a body from a publisher without claim checks as it is', async () => {
+      const q = await queue()
+      const sent = await publishAndPeek(q, { id: 'small' })
+      expect([...Buffer.from(sent.body).subarray(0, 3)]).toEqual([0xac, 0x01, 0x00])
+      await probe.sendRaw(q, Buffer.from('{"id":"plain"}'), { contentType: 'application/json' })
+      const seen = await collectPayloads(mq, q, consumers)
+      await eventually(() => seen.length === 2, 10_000, 'both messages')
+      expect(seen).toEqual([{ id: 'small' }, { id: 'plain' }])
     })
   })
 }

@@ -26,6 +26,18 @@ export {
   type EncryptedCodecOptions,
 } from './codec/encrypted-codec.js'
 export { KeyRing } from './codec/key-ring.js'
+export {
+  DEFAULT_CLAIM_CHECK_RETENTION,
+  DEFAULT_CLAIM_CHECK_THRESHOLD,
+  claimCheckCodec,
+  type ClaimCheckCodecOptions,
+} from './claim-check/claim-check-codec.js'
+export {
+  assertClaimCheckKey,
+  assertExpiresAt,
+  type ClaimCheckStore,
+} from './claim-check/claim-check-store.js'
+export { FileClaimCheckStore } from './claim-check/file-claim-check-store.js'
 export * from './envelope/envelope.js'
 export {
   toHealthJson,

@@ -2,7 +2,11 @@ import { afterAll, beforeAll, describe } from 'vitest'
 import { requireRabbit } from '@acemq/testing'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
-import { encryptionScenarios, schemaScenarios } from '../../../test-support/payload-scenarios.js'
+import {
+  claimCheckScenarios,
+  encryptionScenarios,
+  schemaScenarios,
+} from '../../../test-support/payload-scenarios.js'
 import { LOCK_WAIT_TIMEOUT, holdBrokerFaultLock } from './support/broker.js'
 
 const hasRabbit = await requireRabbit()
@@ -28,4 +32,5 @@ describe.runIf(hasRabbit)('payloads on AmqpTransport', () => {
   }
   schemaScenarios('AmqpTransport (RabbitMQ)', target)
   encryptionScenarios('AmqpTransport (RabbitMQ)', target)
+  claimCheckScenarios('AmqpTransport (RabbitMQ)', target)
 })

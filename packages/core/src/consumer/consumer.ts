@@ -803,7 +803,8 @@ export class ConsumerEngine<T> implements Consumer {
     if (this.#options.store !== undefined || this.#step !== undefined) return undefined
     const { delivery } = handling.task
     const codec = this.#host.codecs.find(delivery.properties.contentType)
-    if (codec === undefined) return undefined
+    // An asynchronous decode (a claim check, §17) is #handle's.
+    if (codec === undefined || codec.decodeAsync !== undefined) return undefined
     let payload: T
     try {
       payload = codec.decode(delivery.body) as T
@@ -852,8 +853,20 @@ export class ConsumerEngine<T> implements Consumer {
     }
     let payload: T
     try {
-      payload = codec.decode(delivery.body) as T
+      payload = (
+        codec.decodeAsync === undefined
+          ? codec.decode(delivery.body)
+          : await codec.decodeAsync(delivery.body)
+      ) as T
     } catch (error) {
+      // A claim-check store that did not answer may on the next attempt: retried, not parked (§17).
+      if (codec.decodeAsync !== undefined && errorCodeOf(error) !== ErrorCodes.DECODE) {
+        return this.#retry(handling, {
+          kind: 'retry',
+          reason: describeError(error),
+          delayMs: undefined,
+        })
+      }
       return this.#setAside(handling, 'parked', `could not decode: ${describeError(error)}`)
     }
 

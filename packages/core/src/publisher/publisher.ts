@@ -156,7 +156,9 @@ export class Publisher<T> {
    * connection.
    */
   send(payload: T, options: SendOptions = NO_SEND_OPTIONS): Promise<void> {
-    if (this.#schema !== undefined) return this.#sendValidated(this.#schema, payload, options)
+    if (this.#schema !== undefined || this.#codec.encodeAsync !== undefined) {
+      return this.#sendAsync(payload, options)
+    }
     // Not async: the transport's promise is handed back as it is (one promise and an async
     // frame less per message); what #prepare refuses still rejects rather than throws.
     let prepared: Prepared
@@ -177,6 +179,11 @@ export class Publisher<T> {
     if (!Array.isArray(payloads)) {
       throw new ConfigurationError(`sendAll(payloads) must be an array; got ${String(payloads)}`)
     }
+    if (options.id !== undefined && payloads.length > 1) {
+      throw new ConfigurationError(
+        'sendAll(options.id): one id cannot be given to several messages',
+      )
+    }
     const schema = this.#schema
     if (schema !== undefined) {
       // Every payload is checked before the first is written (§17).
@@ -184,12 +191,14 @@ export class Publisher<T> {
         payloads.map((payload) => validateWith(schema, payload)),
       )) as readonly T[]
     }
-    if (options.id !== undefined && payloads.length > 1) {
-      throw new ConfigurationError(
-        'sendAll(options.id): one id cannot be given to several messages',
-      )
-    }
-    const messages = payloads.map((payload) => this.#prepare(payload, options))
+    const codec = this.#codec
+    const bodies =
+      codec.encodeAsync === undefined
+        ? undefined
+        : await Promise.all(
+            payloads.map((payload) => codec.encodeAsync?.(payload) ?? codec.encode(payload)),
+          )
+    const messages = payloads.map((payload, i) => this.#prepare(payload, options, bodies?.[i]))
     if (this.#host.publishingPaused) {
       // Refuse the whole batch before anything is written, counting each refusal.
       const refused = new PublishingPausedError(this.exchange, this.routingKey)
@@ -205,19 +214,24 @@ export class Publisher<T> {
     }
   }
 
-  async #sendValidated(schema: StandardSchemaV1, payload: T, options: SendOptions): Promise<void> {
-    const valid = (await validateWith(schema, payload)) as T
-    return this.#publish(this.#prepare(valid, options))
+  /** A send whose payload is validated (withSchema) or encoded asynchronously (a claim check). */
+  async #sendAsync(payload: T, options: SendOptions): Promise<void> {
+    this.#host.assertOpen()
+    const valid =
+      this.#schema === undefined ? payload : ((await validateWith(this.#schema, payload)) as T)
+    const body =
+      this.#codec.encodeAsync === undefined ? undefined : await this.#codec.encodeAsync(valid)
+    return this.#publish(this.#prepare(valid, options, body))
   }
 
-  #prepare(payload: T, options: SendOptions): Prepared {
+  #prepare(payload: T, options: SendOptions, encoded?: Uint8Array): Prepared {
     this.#host.assertOpen()
     assertApplicationHeaders(options.headers, 'send(options.headers)')
     const envelope = createEnvelope(options, {
       routingKey: this.routingKey,
       origin: this.#host.origin,
     })
-    const body = this.#codec.encode(payload)
+    const body = encoded ?? this.#codec.encode(payload)
     const headers = writeEnvelope(
       envelope,
       options.headers === undefined ? this.#headers : { ...this.#headers, ...options.headers },

@@ -1,6 +1,10 @@
 import { InMemoryTransport } from '../../src/index.js'
 import { inMemoryTarget } from '@acemq/testing'
-import { encryptionScenarios, schemaScenarios } from '../../../../test-support/payload-scenarios.js'
+import {
+  claimCheckScenarios,
+  encryptionScenarios,
+  schemaScenarios,
+} from '../../../../test-support/payload-scenarios.js'
 
 schemaScenarios(
   'the in-memory transport',
@@ -8,6 +12,11 @@ schemaScenarios(
 )
 
 encryptionScenarios(
+  'the in-memory transport',
+  inMemoryTarget(() => new InMemoryTransport()),
+)
+
+claimCheckScenarios(
   'the in-memory transport',
   inMemoryTarget(() => new InMemoryTransport()),
 )

@@ -98,7 +98,10 @@ export class KeyRing {
     return new KeyRing(keys, this.currentId === id ? undefined : this.currentId)
   }
 
-  /** The key of `id`, for the codec; undefined when the ring does not hold it. @internal */
+  /**
+   * The key under `id`, for a codec that encrypts with the ring; undefined when the ring does
+   * not hold it. The only way a key leaves the ring: never print what it answers.
+   */
   keyFor(id: string): Buffer | undefined {
     return this.#keys.get(id)
   }

@@ -6,6 +6,8 @@ import {
   errorCodeOf,
   jsonCodec,
   bytesCodec,
+  encryptedCodec,
+  KeyRing,
   type ClaimCheckStore,
 } from '../../src/index.js'
 
@@ -104,6 +106,19 @@ describe('claimCheckCodec', () => {
     )
     expect(errorCodeOf(error)).not.toBe(ErrorCodes.DECODE)
     expect(error.message).toBe("the claim-check store failed to return 'k-1': disk gone")
+  })
+
+  it('stores only ciphertext around an encrypting codec, and reads it back', async () => {
+    const store = mapStore()
+    const keys = KeyRing.of({ k1: new Uint8Array(32).fill(9) }, 'k1')
+    const codec = claimCheckCodec({ inner: encryptedCodec({ inner: jsonCodec, keys }), store })
+    const payload = { secret: 'p'.repeat(100_000) }
+    const body = (await codec.encodeAsync?.(payload)) as Uint8Array
+    expect(codec.contentType).toBe('application/vnd.acemq.encrypted')
+    const [stored] = [...store.bodies.values()][0] as [Uint8Array, number]
+    expect([...stored.subarray(0, 2)]).toEqual([0xae, 0x01])
+    expect(Buffer.from(stored).includes(Buffer.from('pppppppp'))).toBe(false)
+    expect(await codec.decodeAsync?.(body)).toEqual(payload)
   })
 
   it('refuses bad options, naming them', () => {

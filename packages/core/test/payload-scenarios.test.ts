@@ -1,10 +1,10 @@
-import { InMemoryTransport } from '../../src/index.js'
+import { InMemoryTransport } from '../src/index.js'
 import { inMemoryTarget } from '@acemq/testing'
 import {
   claimCheckScenarios,
   encryptionScenarios,
   schemaScenarios,
-} from '../../../../test-support/payload-scenarios.js'
+} from '../../../test-support/payload-scenarios.js'
 
 schemaScenarios(
   'the in-memory transport',

@@ -1,4 +1,4 @@
-import { sql } from 'kysely'
+import { sql, type QueryExecutor, type RawBuilder } from 'kysely'
 import {
   ConfigurationError,
   assertClaimCheckKey,
@@ -6,7 +6,8 @@ import {
   type ClaimCheckStore,
 } from '@acemq/core'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
-import { executorProvider } from './internal/executor.js'
+import { run } from './internal/compile.js'
+import { queryExecutor } from './internal/executor.js'
 import { parseTableName } from './internal/validate.js'
 import type { KyselyDatabase } from './kysely-database.js'
 
@@ -74,7 +75,8 @@ export function createClaimCheckTableSql(options: KyselyClaimCheckStoreOptions =
 export class KyselyClaimCheckStore implements ClaimCheckStore {
   readonly table: string
   readonly dialect: IdempotencyDialect
-  readonly #db: KyselyDatabase
+  /** Without the instance's plugins: they would rewrite the store's own table and columns. */
+  readonly #executor: QueryExecutor
 
   constructor(db: KyselyDatabase, options: KyselyClaimCheckStoreOptions = {}) {
     if (typeof db?.getExecutor !== 'function') {
@@ -85,7 +87,11 @@ export class KyselyClaimCheckStore implements ClaimCheckStore {
     this.table = options.table ?? DEFAULT_CLAIM_CHECK_TABLE
     parseTableName(this.table, 'KyselyClaimCheckStore(options.table)')
     this.dialect = options.dialect === undefined ? detectDialect(db) : checkDialect(options.dialect)
-    this.#db = db
+    this.#executor = queryExecutor(db).withoutPlugins()
+  }
+
+  #run<Row>(query: RawBuilder<Row>): ReturnType<typeof run<Row>> {
+    return run<Row>(this.#executor, query.compile({ getExecutor: () => this.#executor }))
   }
 
   async put(key: string, body: Uint8Array, expiresAt: number): Promise<void> {
@@ -100,15 +106,13 @@ export class KyselyClaimCheckStore implements ClaimCheckStore {
       this.dialect === 'mysql'
         ? sql`INSERT INTO ${t} (claim_key, body, expires_at) VALUES (${key}, ${bytes}, ${expiresAt}) ON DUPLICATE KEY UPDATE body = VALUES(body), expires_at = VALUES(expires_at)`
         : sql`INSERT INTO ${t} (claim_key, body, expires_at) VALUES (${key}, ${bytes}, ${expiresAt}) ON CONFLICT (claim_key) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at`
-    await upsert.execute(executorProvider(this.#db))
+    await this.#run(upsert)
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
     assertClaimCheckKey(key, 'get(key)')
-    const { rows } = await sql<{
-      body: Uint8Array
-    }>`SELECT body FROM ${sql.table(this.table)} WHERE claim_key = ${key}`.execute(
-      executorProvider(this.#db),
+    const { rows } = await this.#run(
+      sql<{ body: Uint8Array }>`SELECT body FROM ${sql.table(this.table)} WHERE claim_key = ${key}`,
     )
     const body = rows[0]?.body
     return body === undefined ? undefined : Buffer.from(body)
@@ -116,17 +120,14 @@ export class KyselyClaimCheckStore implements ClaimCheckStore {
 
   async delete(key: string): Promise<void> {
     assertClaimCheckKey(key, 'delete(key)')
-    await sql`DELETE FROM ${sql.table(this.table)} WHERE claim_key = ${key}`.execute(
-      executorProvider(this.#db),
-    )
+    await this.#run(sql`DELETE FROM ${sql.table(this.table)} WHERE claim_key = ${key}`)
   }
 
   async purgeExpired(now: number = Date.now()): Promise<number> {
     assertExpiresAt(now, 'purgeExpired(now)')
-    const result =
-      await sql`DELETE FROM ${sql.table(this.table)} WHERE expires_at <= ${now}`.execute(
-        executorProvider(this.#db),
-      )
+    const result = await this.#run(
+      sql`DELETE FROM ${sql.table(this.table)} WHERE expires_at <= ${now}`,
+    )
     return Number(result.numAffectedRows ?? 0n)
   }
 }

@@ -32,11 +32,7 @@ export {
   claimCheckCodec,
   type ClaimCheckCodecOptions,
 } from './claim-check/claim-check-codec.js'
-export {
-  assertClaimCheckKey,
-  assertExpiresAt,
-  type ClaimCheckStore,
-} from './claim-check/claim-check-store.js'
+export type { ClaimCheckStore } from './claim-check/claim-check-store.js'
 export { FileClaimCheckStore } from './claim-check/file-claim-check-store.js'
 export * from './envelope/envelope.js'
 export {

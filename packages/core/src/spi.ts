@@ -84,3 +84,6 @@ export {
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'
 export { consumerDeclarations } from './topology/topology.js'
+
+// Claim-check stores check their arguments with these (docs/design.md §17).
+export { assertClaimCheckKey, assertExpiresAt } from './claim-check/claim-check-store.js'

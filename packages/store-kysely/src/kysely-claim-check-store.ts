@@ -1,10 +1,6 @@
 import { sql, type QueryExecutor, type RawBuilder } from 'kysely'
-import {
-  ConfigurationError,
-  assertClaimCheckKey,
-  assertExpiresAt,
-  type ClaimCheckStore,
-} from '@acemq/core'
+import { ConfigurationError, type ClaimCheckStore } from '@acemq/core'
+import { assertClaimCheckKey, assertExpiresAt } from '@acemq/core/spi'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import { run } from './internal/compile.js'
 import { queryExecutor } from './internal/executor.js'

@@ -11,10 +11,12 @@ const CORE_LAYERS = [
   // Parts that know nothing of each other.
   ['codec', 'retry', 'health', 'sql', 'envelope', 'transport', 'shutdown'],
   // Parts built on one of those.
-  ['topology', 'telemetry', 'idempotency'],
+  ['topology', 'telemetry', 'idempotency', 'claim-check'],
   // The engine: the consumer, then the publisher, which runs the connection's interceptors
   // (declared with the consumer's, one interface for both sides).
   ['consumer'],
+  // Payload schemas: a consumer's handler wrapped, a publisher's payloads checked.
+  ['schema'],
   ['publisher'],
   // Features built on the engine.
   ['ordered', 'outbox', 'replay', 'request-reply', 'scheduler'],

@@ -25,6 +25,8 @@ export const ErrorCodes = Object.freeze({
   FATAL: 'ACEMQ_FATAL',
   /** A body the codec cannot decode; the message is parked. */
   DECODE: 'ACEMQ_DECODE',
+  /** A payload its schema refused: dead-lettered without retry when consumed, not sent when published. */
+  INVALID_PAYLOAD: 'ACEMQ_INVALID_PAYLOAD',
   /** A publish was not confirmed (nacked, or the connection went while it was in flight). */
   PUBLISH_FAILED: 'ACEMQ_PUBLISH_FAILED',
   /** A publish the client cannot encode at all: sending it again can never work. */

@@ -29,6 +29,20 @@ export type {
 } from './consumer/interceptor.js'
 export * from './codec/codec.js'
 export * from './codec/codec-registry.js'
+export {
+  ENCRYPTED_CONTENT_TYPE,
+  encryptedCodec,
+  type EncryptedCodecOptions,
+} from './codec/encrypted-codec.js'
+export { KeyRing } from './codec/key-ring.js'
+export {
+  DEFAULT_CLAIM_CHECK_RETENTION,
+  DEFAULT_CLAIM_CHECK_THRESHOLD,
+  claimCheckCodec,
+  type ClaimCheckCodecOptions,
+} from './claim-check/claim-check-codec.js'
+export type { ClaimCheckStore } from './claim-check/claim-check-store.js'
+export { FileClaimCheckStore } from './claim-check/file-claim-check-store.js'
 export * from './envelope/envelope.js'
 export {
   toHealthJson,
@@ -144,6 +158,14 @@ export {
   REPLY_QUEUE_PREFIX,
   REPLY_TO_HEADER,
 } from './request-reply/reply-wire.js'
+export type { StandardSchemaV1 } from './schema/standard-schema.js'
+export {
+  MAX_ISSUES_REASON_LENGTH,
+  MAX_LISTED_ISSUES,
+  SchemaValidationError,
+  describeIssues,
+  withSchema,
+} from './schema/schema-validation.js'
 export * from './telemetry/instrumentation.js'
 export * from './shutdown/shutdown-on-signals.js'
 export { Topology, type QueueOptions } from './topology/topology.js'

@@ -100,3 +100,6 @@ export { SQL_DIALECTS, sqlDialect, sqlScript, type SqlDialect } from './sql/sql-
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'
 export { consumerDeclarations } from './topology/topology.js'
+
+// Claim-check stores check their arguments with these (docs/design.md §26).
+export { assertClaimCheckKey, assertExpiresAt } from './claim-check/claim-check-store.js'

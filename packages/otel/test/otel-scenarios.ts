@@ -8,7 +8,9 @@ import {
   RetryPolicy,
   Topology,
   UnroutableError,
+  withSchema,
   type Consumer,
+  type StandardSchemaV1,
   type Headers,
 } from '@acemq/core'
 import { eventually, uniqueName } from '@acemq/testing'
@@ -221,6 +223,44 @@ export function otelScenarios(name: string, target: OtelTarget): void {
         [ACEMQ_ATTRIBUTES.reason]: 'gave up after 3 attempt(s): the card was declined',
       })
       expect(processes[2]?.status.message).toBe('gave up after 3 attempt(s): the card was declined')
+    })
+
+    it('a message its schema refuses is counted invalid once, dead-lettered and never retried', async () => {
+      const policy = RetryPolicy.fixed(3, 10)
+      const queue = await declare(policy)
+      const needsId: StandardSchemaV1<unknown, { id: string }> = {
+        '~standard': {
+          version: 1,
+          vendor: 'test',
+          validate: (value) =>
+            typeof (value as { id?: unknown }).id === 'string'
+              ? { value: value as { id: string } }
+              : { issues: [{ message: 'Required', path: ['id'] }] },
+        },
+      }
+      await consume(
+        queue,
+        ConsumerOptions.defaults().withRetry(policy),
+        withSchema(needsId, () => undefined),
+      )
+      await mq.publisher('', queue).send({})
+      await eventually(
+        async () =>
+          (await otel.sum(ACEMQ_METRICS.consumeTotal, { queue, outcome: 'invalid' })) === 1,
+        10_000,
+        'the invalid count',
+      )
+      expect(await otel.sum(ACEMQ_METRICS.consumeTotal, { queue })).toBe(1)
+      expect(
+        await otel.sum(ACEMQ_METRICS.messagesDeadLetteredTotal, { queue, outcome: 'invalid' }),
+      ).toBe(1)
+      const [process] = otel.spans(`${queue} process`)
+      expect(process?.attributes[ACEMQ_ATTRIBUTES.outcome]).toBe('invalid')
+      const [event] = process?.events.filter((e) => e.name === ACEMQ_EVENTS.deadLettered) ?? []
+      expect(event?.attributes?.[ACEMQ_ATTRIBUTES.targetQueue]).toBe(`${queue}.dlq`)
+      expect(event?.attributes?.[ACEMQ_ATTRIBUTES.reason]).toBe(
+        'invalid payload (1 issue(s)): id: Required',
+      )
     })
 
     it('an in-progress put-back is counted in_progress, never retried', async () => {

@@ -14,3 +14,9 @@ export type { KyselyDatabase, KyselyExecutor } from './kysely-database.js'
 export { createOutboxTableSql, type OutboxTableSqlOptions } from './outbox-table-sql.js'
 export { outboxMigration } from './outbox-migration.js'
 export { KyselyOutboxStore, type KyselyOutboxStoreOptions } from './kysely-outbox-store.js'
+export {
+  DEFAULT_CLAIM_CHECK_TABLE,
+  KyselyClaimCheckStore,
+  createClaimCheckTableSql,
+  type KyselyClaimCheckStoreOptions,
+} from './kysely-claim-check-store.js'

@@ -20,6 +20,17 @@ export interface Codec<T = unknown> {
   readonly contentType: string
   encode(value: T): Uint8Array
   decode(body: Uint8Array): T
+  /**
+   * When present, what a publisher encodes with instead of `encode`: for a codec that must
+   * reach something asynchronous (a claim-check store). Optional.
+   */
+  encodeAsync?(value: T): Promise<Uint8Array>
+  /**
+   * When present, what the consumer decodes with instead of `decode`. A failure with code
+   * `ACEMQ_DECODE` parks the message; any other failure (a store that did not answer) is a
+   * failure to retry. Optional.
+   */
+  decodeAsync?(body: Uint8Array): Promise<T>
 }
 
 const encoder = new TextEncoder()

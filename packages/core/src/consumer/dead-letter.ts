@@ -2,7 +2,7 @@ import { AceMqError } from '../errors.js'
 import { ErrorCodes } from '../error-codes.js'
 
 /** How a message came to be set aside: the settlement that moved it. */
-export type DeadLetterOutcome = 'dead_lettered' | 'rejected' | 'parked' | 'refused'
+export type DeadLetterOutcome = 'dead_lettered' | 'rejected' | 'parked' | 'refused' | 'invalid'
 
 /**
  * One message that landed in a dead-letter (`{queue}.dlq`) or parking (`{queue}.parked`) queue:

@@ -14,7 +14,7 @@ import type { DeliveryHook, Hop } from './delivery-hook.js'
 import type { DeliveryTask, Handling, Settled, TaskWaits } from './delivery-task.js'
 import type { Handler, HandlerContext, Message } from './message.js'
 import { isPermanent, type Mover } from './mover.js'
-import { runHandler } from './run-handler.js'
+import { isInvalidPayload, runHandler } from './run-handler.js'
 
 /**
  * Processing one delivery: decodes, claims, runs the handler and turns its result into the
@@ -149,7 +149,8 @@ export class DeliveryProcessor<T> {
     if (!this.#plain || this.#chain.list.length > 0) return undefined
     const { delivery } = handling.task
     const codec = this.#host.codecs.find(delivery.properties.contentType)
-    if (codec === undefined) return undefined
+    // An asynchronous decode (a claim check, docs/design.md §26) is the full path's.
+    if (codec === undefined || codec.decodeAsync !== undefined) return undefined
     let payload: T
     try {
       payload = codec.decode(delivery.body) as T
@@ -199,8 +200,21 @@ export class DeliveryProcessor<T> {
     }
     let payload: T
     try {
-      payload = codec.decode(delivery.body) as T
+      payload = (
+        codec.decodeAsync === undefined
+          ? codec.decode(delivery.body)
+          : await codec.decodeAsync(delivery.body)
+      ) as T
     } catch (error) {
+      // A claim-check store that did not answer may on the next attempt: retried, not parked
+      // (docs/design.md §26).
+      if (codec.decodeAsync !== undefined && errorCodeOf(error) !== ErrorCodes.DECODE) {
+        return this.#mover.retry(handling, {
+          kind: 'retry',
+          reason: describeError(error),
+          delayMs: undefined,
+        })
+      }
       return this.#mover.setAside(handling, 'parked', `could not decode: ${describeError(error)}`)
     }
 
@@ -411,7 +425,11 @@ export class DeliveryProcessor<T> {
         delivery.nack(true)
         return 'released'
       case 'dead-letter':
-        return this.#mover.setAside(handling, 'rejected', result.reason)
+        return this.#mover.setAside(
+          handling,
+          isInvalidPayload(result) ? 'invalid' : 'rejected',
+          result.reason,
+        )
       case 'park':
         return this.#mover.setAside(handling, 'parked', result.reason)
       case 'retry':

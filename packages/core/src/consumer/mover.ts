@@ -111,7 +111,7 @@ export class Mover {
   /** A copy to `{queue}.dlq` (`dead_lettered`, `rejected`, `refused`) or `{queue}.parked` with `reason`. */
   async setAside(
     handling: Handling,
-    outcome: 'dead_lettered' | 'rejected' | 'parked' | 'refused',
+    outcome: DeadLetterOutcome,
     reason: string,
   ): Promise<Settled> {
     const target =

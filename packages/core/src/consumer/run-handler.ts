@@ -45,6 +45,14 @@ function handlerReturned(
   return isAckResult(returned) ? returned : ACCEPT
 }
 
+/** The dead-letter results made for a payload its schema refused: their outcome is `invalid`. */
+const INVALID_RESULTS = new WeakSet<AckResult>()
+
+/** Whether `result` dead-letters a payload its schema refused (outcome `invalid`). */
+export function isInvalidPayload(result: AckResult): boolean {
+  return INVALID_RESULTS.has(result)
+}
+
 /** A handler that threw (or rejected): `FatalError` dead-letters, anything else retries. */
 function handlerFailed(
   error: unknown,
@@ -52,8 +60,14 @@ function handlerFailed(
   started: number,
 ): AckResult {
   scope?.handled(performance.now() - started, error)
-  if (errorCodeOf(error) === ErrorCodes.FATAL) {
-    return { kind: 'dead-letter', reason: describeError(error) }
+  const code = errorCodeOf(error)
+  if (code === ErrorCodes.FATAL) return { kind: 'dead-letter', reason: describeError(error) }
+  if (code === ErrorCodes.INVALID_PAYLOAD) {
+    // A payload its schema refused: dead-lettered like a FatalError, counted `invalid`
+    // (docs/design.md §26).
+    const invalid: AckResult = { kind: 'dead-letter', reason: describeError(error) }
+    INVALID_RESULTS.add(invalid)
+    return invalid
   }
   return { kind: 'retry', reason: describeError(error), delayMs: undefined }
 }

@@ -11,6 +11,8 @@ import {
 import { ConfigurationError, PublishFailedError, PublishingPausedError } from '../errors.js'
 import { ErrorCodes, errorCodeOf } from '../error-codes.js'
 import type { PublishInterceptor } from '../consumer/interceptor.js'
+import { assertStandardSchema, validateWith } from '../schema/schema-validation.js'
+import type { StandardSchemaV1 } from '../schema/standard-schema.js'
 import type { Instrumentation, PublishOutcome, PublishScope } from '../telemetry/instrumentation.js'
 import type { Headers, OutgoingMessage, Transport } from '../transport/transport.js'
 import { afterPublish, beforePublish } from './publish-chain.js'
@@ -97,6 +99,9 @@ export class Publisher<T> {
   readonly #headers: Headers
   /** Reserved headers the library adds to each message (a pipeline's route headers). */
   readonly #reserved: ((envelope: Envelope) => Headers) | undefined
+  readonly #options: PublisherOptions
+  /** Set only on the copy {@link Publisher.withSchema} makes. */
+  #schema: StandardSchemaV1 | undefined
 
   /**
    * Created by `mq.publisher()`.
@@ -134,6 +139,34 @@ export class Publisher<T> {
     this.#mandatory = options.allowUnroutable !== true
     this.#headers = { ...(options.headers ?? {}) }
     this.#reserved = reserved
+    this.#options = options
+    this.#schema = undefined
+  }
+
+  /**
+   * This publisher, validating every payload with `schema` (any Standard Schema: zod, valibot,
+   * arktype…) before anything is written; the payload type is the schema's input, and what is
+   * encoded is the schema's output. A payload the schema refuses rejects the send with a
+   * `SchemaValidationError` (code `ACEMQ_INVALID_PAYLOAD`) naming the issues; `sendAll` writes
+   * nothing when any payload is refused. Async schemas work.
+   *
+   * @example
+   * ```ts
+   * const orders = mq.publisher('', 'orders').withSchema(z.object({ id: z.string() }))
+   * await orders.send({ id: 'o-1' })
+   * ```
+   */
+  withSchema<S extends StandardSchemaV1>(schema: S): Publisher<StandardSchemaV1.InferInput<S>> {
+    assertStandardSchema(schema, 'withSchema(schema)')
+    const copy = new Publisher<StandardSchemaV1.InferInput<S>>(
+      this.#host,
+      this.exchange,
+      this.routingKey,
+      this.#options,
+      this.#reserved,
+    )
+    copy.#schema = schema
+    return copy
   }
 
   /**
@@ -143,8 +176,14 @@ export class Publisher<T> {
    * connection.
    */
   send(payload: T, options: SendOptions = NO_SEND_OPTIONS): Promise<void> {
+    if (this.#schema !== undefined || this.#codec.encodeAsync !== undefined) {
+      return this.#sendAsync(payload, options)
+    }
     // Not async: the transport's promise is handed back as it is (one promise and an async
     // frame less per message); what #prepare refuses still rejects rather than throws.
+    if (this.#schema !== undefined || this.#codec.encodeAsync !== undefined) {
+      return this.#sendAsync(payload, options)
+    }
     if (options.delay !== undefined) return this.#sendLater(payload, options)
     if (this.#host.interceptors.length > 0) return this.#sendIntercepted(payload, options)
     let prepared: Prepared
@@ -170,11 +209,27 @@ export class Publisher<T> {
         'sendAll(options.id): one id cannot be given to several messages',
       )
     }
+    const schema = this.#schema
+    if (schema !== undefined) {
+      // Every payload is checked before the first is written (docs/design.md §26).
+      payloads = (await Promise.all(
+        payloads.map((payload) => validateWith(schema, payload)),
+      )) as readonly T[]
+    }
+    const codec = this.#codec
+    const bodies =
+      codec.encodeAsync === undefined
+        ? undefined
+        : await Promise.all(
+            payloads.map((payload) => codec.encodeAsync?.(payload) ?? codec.encode(payload)),
+          )
     if (this.#host.interceptors.length > 0) {
-      const sent = await Promise.allSettled(payloads.map((p) => this.#sendIntercepted(p, options)))
+      const sent = await Promise.allSettled(
+        payloads.map((p, i) => this.#sendIntercepted(p, options, bodies?.[i])),
+      )
       return this.#allConfirmed(sent, payloads.length)
     }
-    const messages = payloads.map((payload) => this.#prepare(payload, options))
+    const messages = payloads.map((payload, i) => this.#prepare(payload, options, bodies?.[i]))
     if (this.#host.publishingPaused) {
       // Refuse the whole batch before anything is written, counting each refusal.
       const refused = new PublishingPausedError(this.exchange, this.routingKey)
@@ -199,11 +254,11 @@ export class Publisher<T> {
    * envelope and the application headers, then the message is published as any other, then
    * `afterConfirm` or `onPublishError` is told. The body is encoded before them and kept.
    */
-  async #sendIntercepted(payload: T, options: SendOptions): Promise<void> {
+  async #sendIntercepted(payload: T, options: SendOptions, encoded?: Uint8Array): Promise<void> {
     const interceptors = this.#host.interceptors
     this.#host.assertOpen()
     assertApplicationHeaders(options.headers, 'send(options.headers)')
-    const body = this.#codec.encode(payload)
+    const body = encoded ?? this.#codec.encode(payload)
     const publish = await beforePublish(interceptors, {
       exchange: this.exchange,
       routingKey: this.routingKey,
@@ -221,6 +276,18 @@ export class Publisher<T> {
     await afterPublish(this.#host, interceptors, publish)
   }
 
+  /** A send whose payload is validated (withSchema) or encoded asynchronously (a claim check). */
+  async #sendAsync(payload: T, options: SendOptions): Promise<void> {
+    this.#host.assertOpen()
+    const valid =
+      this.#schema === undefined ? payload : ((await validateWith(this.#schema, payload)) as T)
+    if (options.delay !== undefined) return this.#sendLater(valid, options)
+    const body =
+      this.#codec.encodeAsync === undefined ? undefined : await this.#codec.encodeAsync(valid)
+    if (this.#host.interceptors.length > 0) return this.#sendIntercepted(valid, options, body)
+    return this.#publish(this.#prepare(valid, options, body))
+  }
+
   async #sendLater(payload: T, { delay, ...options }: SendOptions): Promise<void> {
     if (this.#host.publishingPaused) throw new PublishingPausedError(this.exchange, this.routingKey)
     assertApplicationHeaders(options.headers, 'send(options.headers)')
@@ -233,14 +300,14 @@ export class Publisher<T> {
     })
   }
 
-  #prepare(payload: T, options: SendOptions): Prepared {
+  #prepare(payload: T, options: SendOptions, encoded?: Uint8Array): Prepared {
     this.#host.assertOpen()
     assertApplicationHeaders(options.headers, 'send(options.headers)')
     const envelope = createEnvelope(options, {
       routingKey: this.routingKey,
       origin: this.#host.origin,
     })
-    const body = this.#codec.encode(payload)
+    const body = encoded ?? this.#codec.encode(payload)
     return this.#prepared(
       envelope,
       body,

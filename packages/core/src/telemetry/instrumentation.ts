@@ -5,7 +5,16 @@ export type PublishOutcome = 'confirmed' | 'unroutable' | 'failed' | 'refused'
 
 /** How a delivery was settled: what happened, not what the handler asked for. */
 export type ConsumeOutcome =
-  'acked' | 'retried' | 'rejected' | 'dead_lettered' | 'parked' | 'in_progress' | 'refused'
+  | 'acked'
+  | 'retried'
+  | 'rejected'
+  | 'dead_lettered'
+  | 'parked'
+  | 'in_progress'
+  /** A message an interceptor refused, moved to `{queue}.dlq` without retry. */
+  | 'refused'
+  /** A payload its schema refused, moved to `{queue}.dlq` without retry (`withSchema`). */
+  | 'invalid'
 
 /** What a publish is about to do. `headers` may be written to (trace context injection). */
 export interface PublishInfo {
@@ -40,7 +49,7 @@ export interface ProcessScope {
   retried(delayMs: number, inBroker: boolean): void
   /** The message landed on `queue` (`{q}.dlq`, `{q}.parked`) with `reason`, however it got there. */
   setAside(
-    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'refused',
+    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'refused' | 'invalid',
     queue: string,
     reason: string,
   ): void

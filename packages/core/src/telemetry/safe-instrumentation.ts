@@ -120,7 +120,11 @@ class SafeProcessScope implements ProcessScope {
   retried(delayMs: number, inBroker: boolean): void {
     this.#guard(() => this.#scope.retried(delayMs, inBroker), 'retried')
   }
-  setAside(outcome: 'dead_lettered' | 'parked' | 'rejected', queue: string, reason: string): void {
+  setAside(
+    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'invalid',
+    queue: string,
+    reason: string,
+  ): void {
     this.#guard(() => this.#scope.setAside(outcome, queue, reason), 'setAside')
   }
   end(outcome: ConsumeOutcome, error?: unknown): void {

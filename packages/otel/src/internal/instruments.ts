@@ -33,6 +33,7 @@ const CONSUME_OUTCOMES: readonly ConsumeOutcome[] = [
   'parked',
   'in_progress',
   'refused',
+  'invalid',
 ]
 
 /** What a publish to one exchange and routing key needs, built once per route. */
@@ -52,7 +53,7 @@ export interface QueueRecord {
   readonly retriedLabels: Attributes
   /** `acemq.messages.dead.lettered.total` labels by outcome. */
   readonly deadLetteredLabels: Readonly<
-    Record<'dead_lettered' | 'parked' | 'rejected' | 'refused', Attributes>
+    Record<'dead_lettered' | 'parked' | 'rejected' | 'refused' | 'invalid', Attributes>
   >
 }
 
@@ -227,6 +228,7 @@ function buildQueueRecord(queue: string): QueueRecord {
       parked: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'parked' }),
       rejected: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'rejected' }),
       refused: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'refused' }),
+      invalid: Object.freeze({ [ACEMQ_LABELS.queue]: queue, [ACEMQ_LABELS.outcome]: 'invalid' }),
     }),
   })
 }

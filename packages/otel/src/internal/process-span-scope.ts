@@ -20,7 +20,7 @@ export class ProcessSpanScope implements ProcessScope {
   /** Why the message was set aside, for the span status. */
   #reason: string | undefined
   /** How it landed in `.dlq` or `.parked`, when it did: counted at `end`, whatever the end says. */
-  #setAside: 'dead_lettered' | 'parked' | 'rejected' | 'refused' | undefined
+  #setAside: 'dead_lettered' | 'parked' | 'rejected' | 'refused' | 'invalid' | undefined
   #ended = false
 
   constructor(instruments: Instruments, queue: QueueRecord, span: Span, spanContext: Context) {
@@ -50,7 +50,7 @@ export class ProcessSpanScope implements ProcessScope {
   }
 
   setAside(
-    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'refused',
+    outcome: 'dead_lettered' | 'parked' | 'rejected' | 'refused' | 'invalid',
     queue: string,
     reason: string,
   ): void {

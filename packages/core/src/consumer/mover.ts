@@ -109,11 +109,7 @@ export class Mover {
   }
 
   /** A copy to `{queue}.dlq` (`dead_lettered`, `rejected`, `refused`) or `{queue}.parked` with `reason`. */
-  async setAside(
-    handling: Handling,
-    outcome: DeadLetterOutcome,
-    reason: string,
-  ): Promise<Settled> {
+  async setAside(handling: Handling, outcome: DeadLetterOutcome, reason: string): Promise<Settled> {
     const target =
       outcome === 'parked' ? parkedQueueName(this.#queue) : deadLetterQueueName(this.#queue)
     const moved = await this.move(handling, target, handling.envelope, reason)

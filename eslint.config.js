@@ -16,8 +16,9 @@ const CORE_LAYERS = [
   ['consumer', 'publisher'],
   // Features built on the engine.
   ['ordered', 'outbox', 'replay'],
-  // Features built on features (a pipeline names its keys as the ordered queue does).
-  ['pipeline'],
+  // Features built on features (a pipeline names its keys as the ordered queue does; the
+  // dead-letter archive replays as a replay does).
+  ['pipeline', 'archive'],
   // The connection's own parts, under the facade (its close sequence).
   ['connection'],
 ]

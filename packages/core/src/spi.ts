@@ -97,3 +97,20 @@ export { SQL_DIALECTS, sqlDialect, sqlScript, type SqlDialect } from './sql/sql-
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'
 export { consumerDeclarations } from './topology/topology.js'
+
+// Dead-letter archive stores: one filter check, one cursor, one LIKE pattern, and the wire JSON
+// every header and property is kept in.
+export {
+  archiveCursorAfter,
+  checkArchiveFilter,
+  likeContaining,
+  type ArchiveCursor,
+  type CheckedArchiveFilter,
+} from './archive/archive-filter.js'
+export { decodeWireJson, encodeWireJson } from './archive/wire-json.js'
+export { ARCHIVE_COLUMNS, archiveTableStatements } from './archive/archive-table-sql.js'
+export {
+  archiveAuditFromRow,
+  archiveRowValues,
+  archivedMessageFromRow,
+} from './archive/archive-rows.js'

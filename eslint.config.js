@@ -121,7 +121,7 @@ const boundaries = [
   ),
   restrict(
     [
-      'packages/{transport-amqp,store-kysely,store-sqlite,otel,health-express,health-fastify,testing}/src/**/*.ts',
+      'packages/{transport-amqp,store-kysely,store-sqlite,otel,health-express,health-fastify,console,testing}/src/**/*.ts',
     ],
     ADAPTER_RULES,
   ),

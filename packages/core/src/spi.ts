@@ -114,3 +114,6 @@ export {
   archiveRowValues,
   archivedMessageFromRow,
 } from './archive/archive-rows.js'
+
+// Ages as people read them, for the cli and the console.
+export { humanDuration } from './duration.js'

@@ -70,7 +70,9 @@ function decode(value: unknown): unknown {
       case '$n':
         return BigInt(String(inner))
       case '$b':
-        return new Uint8Array(Buffer.from(String(inner), 'base64'))
+        // A Buffer (a Uint8Array): a transport writes a bare Uint8Array header as a table of
+        // numbers, and the bytes would come back as something else.
+        return Buffer.from(String(inner), 'base64')
       case '$d':
         return new Date(Number(inner))
       case '$o':

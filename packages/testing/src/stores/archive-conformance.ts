@@ -35,12 +35,12 @@ const WIRE_HEADERS = {
   'x-acemq-correlation': 'corr-1',
   traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
   big: 2n ** 63n - 1n,
-  bytes: new Uint8Array([0, 255, 1]),
+  bytes: Buffer.from([0, 255, 1]),
   float: 1.5,
   negativeZero: -0,
   flag: false,
   nothing: null,
-  list: [1, 'two', new Uint8Array([3])],
+  list: [1, 'two', Buffer.from([3])],
   table: { $b: 'not bytes', nested: { '!': 'timestamp', value: 1_700_000_000 } },
   'right-to-left\u202e': 'gnp.exe',
 }
@@ -340,7 +340,7 @@ export function archiveStoreConformance(name: string, factory: ArchiveConformanc
         expect(copies[0]?.headers['x-acemq-id']).toBe('m-1')
         expect(copies[0]?.headers['x-acemq-error']).toBeUndefined()
         expect(copies[0]?.headers['acemq-replayed-from']).toBe('orders.placed.dlq')
-        expect(copies[0]?.headers['bytes']).toEqual(new Uint8Array([0, 255, 1]))
+        expect(copies[0]?.headers['bytes']).toEqual(Buffer.from([0, 255, 1]))
         expect(await archive.get(id)).toMatchObject({
           status: 'replayed',
           statusBy: 'ana',

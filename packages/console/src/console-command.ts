@@ -7,6 +7,7 @@ import {
   type DeadLetterArchiveStore,
 } from '@acemq/core'
 import { redactUrl } from '@acemq/core/spi'
+import type { ConsoleQueue } from './pages.js'
 import { serveConsole, type ConsoleServer } from './serve-console.js'
 
 /** The environment variable the token is read from, so it never sits in a process list. */
@@ -20,6 +21,8 @@ Serves the dead-letter console, collecting the named queues into the archive.
   --archive <where>       the archive: sqlite:<file> (tables created), or postgres:// / mysql://
                           (tables created with --create-tables)
   --queues <a.dlq,b.dlq>  the .dlq and .parked queues to collect and list
+  --management-url <url>  list the vhost's .dlq and .parked queues through the management API
+                          (and collect them all when --queues is not given)
   --create-tables         create the archive's tables on Postgres or MySQL first
   --read-only             pages only; every action refused
   --host <host>           default 127.0.0.1;  --port <n> default 8080
@@ -47,6 +50,7 @@ export async function runConsoleCommand(
       url: { type: 'string' },
       archive: { type: 'string' },
       queues: { type: 'string' },
+      'management-url': { type: 'string' },
       'create-tables': { type: 'boolean', default: false },
       'read-only': { type: 'boolean', default: false },
       host: { type: 'string', default: '127.0.0.1' },
@@ -78,11 +82,18 @@ export async function runConsoleCommand(
   const { store, close: closeStore } = await openStore(values.archive, values['create-tables'])
   let mq: AceMq | undefined
   try {
-    const { connect } = (await load('@acemq/transport-amqp', 'the broker')) as {
-      connect(url: string, options: object): Promise<AceMq>
-    }
-    mq = await connect(url, { connectionName: 'acemq-console' })
+    const amqp = (await load('@acemq/transport-amqp', 'the broker')) as AmqpModule
+    mq = await amqp.connect(url, { connectionName: 'acemq-console' })
     const connection = mq
+    const management = values['management-url']
+    const discover =
+      management === undefined
+        ? undefined
+        : async (): Promise<ConsoleQueue[]> =>
+            amqp.discoverDeadLetterQueues(amqp.managementEndpoint(url, management), vhostOf(url))
+    if (queues.length === 0 && discover !== undefined) {
+      queues.push(...(await discover()).map((q) => q.queue))
+    }
     const archive = new DeadLetterArchive({ transport: connection.transport, store })
     const collector = await archive.collect(queues)
     const server = await serveConsole({
@@ -91,13 +102,15 @@ export async function runConsoleCommand(
       port,
       readOnly: values['read-only'],
       health: () => connection.health(),
-      queues: async () =>
-        Promise.all(
-          queues.map(async (queue) => ({
-            queue,
-            messages: await connection.transport.queueLength?.(queue).catch(() => undefined),
-          })),
-        ),
+      queues:
+        discover ??
+        (async () =>
+          Promise.all(
+            queues.map(async (queue) => ({
+              queue,
+              messages: await connection.transport.queueLength?.(queue).catch(() => undefined),
+            })),
+          )),
       ...(insecure ? { insecureLoopbackOnly: true } : { token: token as string }),
     })
     return {
@@ -114,6 +127,19 @@ export async function runConsoleCommand(
     await closeStore()
     throw error
   }
+}
+
+/** What this command uses of `@acemq/transport-amqp`, loaded by name. */
+interface AmqpModule {
+  connect(url: string, options: object): Promise<AceMq>
+  managementEndpoint(url: string, explicit?: string): object
+  discoverDeadLetterQueues(endpoint: object, vhost: string): Promise<ConsoleQueue[]>
+}
+
+/** The virtual host an AMQP URL names (`/` when none). */
+function vhostOf(url: string): string {
+  const path = new URL(url).pathname.slice(1)
+  return path === '' ? '/' : decodeURIComponent(path)
 }
 
 /** `--help` was asked for: the usage, printed with exit code 0. */

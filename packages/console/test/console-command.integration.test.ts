@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { eventually, requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
+import { startManagementNode } from '../../../test-support/rabbitmq-management-node.js'
 
 const hasRabbit = await requireRabbit()
 
@@ -121,4 +122,46 @@ describe.runIf(hasRabbit)('acemq-console, the console on its own', () => {
       await new Promise((resolve) => run.child.once('close', resolve))
     }
   })
+
+  it('with --management-url and no --queues, finds the vhost’s dead-letter queues on an extra node with the plugin, collects and lists them', async () => {
+    const mgmt = await startManagementNode('acemq-console-mgmt')
+    let child: ChildProcess | undefined
+    try {
+      const node = await AmqpAdmin.open(mgmt.node.url)
+      await node.channel.assertQueue('billing.parked', { durable: true })
+      node.channel.sendToQueue('billing.parked', Buffer.from('{}'), {
+        headers: { 'x-acemq-id': 'parked-1', 'x-acemq-error': 'parked' },
+      })
+      await node.channel.waitForConfirms()
+      await node.close()
+      const run = await start(
+        [
+          '--url',
+          mgmt.node.url,
+          '--management-url',
+          mgmt.managementUrl,
+          '--archive',
+          `sqlite:${path.join(dir, 'mgmt.db')}`,
+          '--port',
+          '0',
+        ],
+        { ACEMQ_CONSOLE_TOKEN: 'a-token-of-24-characters' },
+      )
+      child = run.child
+      expect(run.url, run.stderr).toBeDefined()
+      const headers = { authorization: 'Bearer a-token-of-24-characters' }
+      await eventually(
+        async () =>
+          (await (await fetch(`${run.url}/messages`, { headers })).text()).includes('parked-1'),
+        10_000,
+        'the parked message collected',
+      )
+      expect(await (await fetch(`${run.url}/`, { headers })).text()).toContain('billing.parked')
+    } finally {
+      child?.kill('SIGTERM')
+      if (child !== undefined && child.exitCode === null)
+        await new Promise((resolve) => child?.once('close', resolve))
+      await mgmt.stop()
+    }
+  }, 120_000)
 })

@@ -5,7 +5,7 @@ import {
   discoverDeadLetterQueues,
   managementEndpoint,
   type DiscoveredQueue,
-} from '../management.js'
+} from '@acemq/transport-amqp'
 import type { Output } from '../output.js'
 
 /**

@@ -1,9 +1,9 @@
 import net from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { UsageError } from '../src/exit-codes.js'
-import { discoverDeadLetterQueues, managementEndpoint } from '../src/management.js'
+import { ConfigurationError } from '@acemq/core'
+import { discoverDeadLetterQueues, managementEndpoint } from '../src/index.js'
 
-describe('the management API a dlq list asks', () => {
+describe('the management API that finds dead-letter queues', () => {
   it('is the AMQP host on port 15672 with the AMQP login when not given', () => {
     expect(managementEndpoint('amqp://ops:s3%40cret@rabbit.internal:5672/orders')).toEqual({
       url: 'http://rabbit.internal:15672',
@@ -39,11 +39,11 @@ describe('the management API a dlq list asks', () => {
 
   it('refuses a --management-url that is no http(s) URL, naming the option and the value without its password', () => {
     expect(() => managementEndpoint('amqp://rabbit', 'amqp://u:secret@rabbit')).toThrow(
-      new UsageError(
+      new ConfigurationError(
         "--management-url must be an http:// or https:// URL; got 'amqp://u:***@rabbit'",
       ),
     )
-    expect(() => managementEndpoint('amqp://rabbit', 'not a url')).toThrow(UsageError)
+    expect(() => managementEndpoint('amqp://rabbit', 'not a url')).toThrow(ConfigurationError)
   })
 
   it('fails with how to name the queues instead when the derived API does not answer', async () => {

@@ -1,5 +1,5 @@
+import { ConfigurationError } from '@acemq/core'
 import { redactUrl } from '@acemq/core/spi'
-import { UsageError } from './exit-codes.js'
 
 /** The management API's port beside AMQP's 5672 (plain HTTP). */
 export const DEFAULT_MANAGEMENT_PORT = 15_672
@@ -42,7 +42,7 @@ export interface DiscoveredQueue {
  * The management API for the broker of `amqpUrl`: `explicit` when given (its user information,
  * if any, is the login), else the AMQP host on port 15672 (15671 over TLS for `amqps:`). The
  * login defaults to the AMQP URL's user and password (`guest`/`guest` when it has none, as
- * amqplib's). Throws a usage error naming the value when `explicit` is no http(s) URL.
+ * amqplib's). Throws a `ConfigurationError` naming the value when `explicit` is no http(s) URL.
  *
  * @example
  * ```ts
@@ -67,7 +67,7 @@ export function managementEndpoint(amqpUrl: string, explicit?: string): Manageme
   }
   const management = parse(explicit, '--management-url')
   if (management.protocol !== 'http:' && management.protocol !== 'https:') {
-    throw new UsageError(
+    throw new ConfigurationError(
       `--management-url must be an http:// or https:// URL; got '${redactUrl(explicit)}'`,
     )
   }
@@ -83,7 +83,13 @@ export function managementEndpoint(amqpUrl: string, explicit?: string): Manageme
 
 /**
  * Every queue of `vhost` whose name ends in `.dlq` or `.parked`, sorted by name, read in pages
- * from the management API. Errors name the API's URL and the user, never the password.
+ * from the RabbitMQ management plugin's HTTP API (AMQP cannot list queues). Errors name the
+ * API's URL and the user, never the password.
+ *
+ * @example
+ * ```ts
+ * const queues = await discoverDeadLetterQueues(managementEndpoint(url), 'orders')
+ * ```
  */
 export async function discoverDeadLetterQueues(
   endpoint: ManagementEndpoint,
@@ -164,7 +170,7 @@ function parse(value: string, option: string): URL {
   try {
     return new URL(value)
   } catch {
-    throw new UsageError(`${option} is not a URL: '${redactUrl(value)}'`)
+    throw new ConfigurationError(`${option} is not a URL: '${redactUrl(value)}'`)
   }
 }
 

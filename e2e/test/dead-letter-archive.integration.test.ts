@@ -2,7 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { DeadLetterArchive, type AceMq, type Delivery } from '@acemq/core'
+import {
+  DeadLetterArchive,
+  type AceMq,
+  type ArchivedMessage,
+  type DeadLetterArchiveStore,
+  type Delivery,
+} from '@acemq/core'
 import { SqliteArchiveStore } from '@acemq/store-sqlite'
 import { connect } from '@acemq/transport-amqp'
 import { eventually, requireRabbit } from '@acemq/testing'
@@ -131,5 +137,50 @@ describe.runIf(hasRabbit)('the dead-letter archive on the real broker', () => {
     expect(kept(copy.wireHeaders ?? {})).toEqual(kept(reference.wireHeaders ?? {}))
     expect(copy.properties).toEqual(reference.properties)
     expect(copy.headers['acemq-replayed-from']).toBe('orders.dlq')
+  })
+
+  it('acks nothing the store could not keep: the message stays on the broker and is archived once the store works again', async () => {
+    admin.channel.sendToQueue('orders.dlq', BODY, {
+      persistent: true,
+      headers: { ...HEADERS, 'x-acemq-id': 'store-down-1' },
+    })
+    await admin.channel.waitForConfirms()
+    let failures = 2
+    const errors: unknown[] = []
+    // The real store behind a fault: its first two writes fail, as a database that is down would.
+    const flaky: DeadLetterArchiveStore = {
+      add: (message: ArchivedMessage) =>
+        failures-- > 0 ? Promise.reject(new Error('database is down')) : store.add(message),
+      get: (id) => store.get(id),
+      find: (filter) => store.find(filter),
+      mark: (ids, mark) => store.mark(ids, mark),
+      purge: (before) => store.purge(before),
+      audit: (entry) => store.audit(entry),
+      auditLog: (options) => store.auditLog(options),
+    }
+    const archive = new DeadLetterArchive({ transport: mq.transport, store: flaky })
+    const collector = await archive.collect(['orders.dlq'], { onError: (e) => errors.push(e) })
+    try {
+      await eventually(() => errors.length === 1, 5_000, 'the first failure reported')
+      // Not acked: the broker still holds it (handed out, or back in the queue).
+      const held = await vhost.counts('orders.dlq')
+      expect((held?.ready ?? 0) + (held?.unacked ?? 0)).toBe(1)
+      await eventually(() => collector.archived === 1, 10_000, 'archived once the store works')
+      await eventually(
+        async () => {
+          const counts = await vhost.counts('orders.dlq')
+          return counts?.ready === 0 && counts.unacked === 0
+        },
+        10_000,
+        'acked once kept',
+      )
+      expect(errors.map((e) => (e as Error).message)).toEqual([
+        'database is down',
+        'database is down',
+      ])
+      expect((await archive.find({ id: 'store-down-1' })).messages).toHaveLength(1)
+    } finally {
+      await collector.close()
+    }
   })
 })

@@ -317,9 +317,12 @@ export class DeadLetterArchive {
     ids: readonly string[],
     detail: string,
   ): Promise<void> {
+    const at = this.#now()
+    // Sortable within a millisecond: the log lists actions of one instant in their order.
+    auditSequence = (auditSequence + 1) % 1e9
     await this.#store.audit({
-      id: randomUUID(),
-      at: this.#now(),
+      id: `${String(at).padStart(15, '0')}-${String(auditSequence).padStart(9, '0')}-${randomUUID().slice(0, 8)}`,
+      at,
       actor,
       action,
       count,
@@ -362,6 +365,9 @@ export class DeadLetterArchive {
     }
   }
 }
+
+/** Orders audit entries written in the same millisecond by this process. */
+let auditSequence = 0
 
 /** An archived message as a replay reads it: its headers and properties as they travelled. */
 function replaySource(message: ArchivedMessage): ReplaySource {

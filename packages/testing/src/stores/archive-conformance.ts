@@ -416,6 +416,12 @@ export function archiveStoreConformance(name: string, factory: ArchiveConformanc
         expect(copy?.properties.messageId).toBe(copy?.headers['x-acemq-id'])
       })
 
+      it('lists actions of the same millisecond in the order they were taken', async () => {
+        const stopped = new DeadLetterArchive({ transport, store, now: () => START })
+        for (const actor of ['first', 'second', 'third']) await stopped.discard([], { actor })
+        expect((await stopped.auditLog()).map((e) => e.actor)).toEqual(['third', 'second', 'first'])
+      })
+
       it('refuses an action without an actor, naming the argument', async () => {
         await expect(archive.replay(['x'], { actor: '' })).rejects.toThrow(
           'actor must name who acts; got ""',

@@ -102,9 +102,13 @@ export function createConsoleHandler(options: ConsoleOptions): ConsoleHandler {
           send(response, 401, signInPage(base, true))
           return
         }
+        // Secure whenever the browser reached it over HTTPS, directly or through a proxy.
+        const secure =
+          (request.socket as { encrypted?: boolean }).encrypted === true ||
+          request.headers['x-forwarded-proto'] === 'https'
         response.setHeader(
           'set-cookie',
-          `${SESSION_COOKIE}=${cookie}; HttpOnly; SameSite=Strict; Path=${base === '' ? '/' : base}`,
+          `${SESSION_COOKIE}=${cookie}; HttpOnly; SameSite=Strict; Path=${base === '' ? '/' : base}${secure ? '; Secure' : ''}`,
         )
         redirect(response, `${base}/messages`)
         return

@@ -58,6 +58,25 @@ describe('the console, safe by default', () => {
     expect(wrong.headers.get('set-cookie')).toBeNull()
   })
 
+  it('signs a browser in with an HttpOnly, SameSite=Strict cookie, Secure behind HTTPS, that opens the pages', async () => {
+    const signIn = (headers: Record<string, string> = {}) =>
+      fetch(`${server.url}/login`, {
+        method: 'POST',
+        headers,
+        body: new URLSearchParams({ actor: 'ana', token: TOKEN }),
+        redirect: 'manual',
+      })
+    const plain = await signIn()
+    expect(plain.status).toBe(303)
+    const cookie = plain.headers.get('set-cookie') ?? ''
+    expect(cookie).toMatch(/^acemq_console=[^;]+; HttpOnly; SameSite=Strict; Path=\/$/)
+    const page = await get('/messages', { cookie: cookie.split(';')[0] as string })
+    expect(page.status).toBe(200)
+    expect(await page.text()).toContain('Signed in as ana')
+    const proxied = await signIn({ 'x-forwarded-proto': 'https' })
+    expect(proxied.headers.get('set-cookie')).toMatch(/; Secure$/)
+  })
+
   it('answers every page with a strict Content-Security-Policy that allows no script', async () => {
     for (const path of ['/', '/messages', `/messages/${fixture.ids[0]}`, '/audit', '/login']) {
       const response = await get(path)

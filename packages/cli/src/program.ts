@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander'
 import { ErrorCodes, ReplayStoppedError, describeError, errorCodeOf } from '@acemq/core'
+import { consoleCommands } from './commands/console.js'
 import { dlqCommands } from './commands/dlq.js'
 import { healthCommands } from './commands/health.js'
 import { outboxCommands } from './commands/outbox.js'
@@ -72,6 +73,7 @@ With --json, standard output holds one JSON document: the result, or {"error": {
   healthCommands(program, context)
   sqlCommands(program, context)
   outboxCommands(program, context)
+  consoleCommands(program, context)
   // Every command exits like the program: usage errors are thrown, not printed and exited.
   for (const command of allCommands(program)) {
     command.exitOverride()

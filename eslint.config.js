@@ -20,8 +20,9 @@ const CORE_LAYERS = [
   ['publisher'],
   // Features built on the engine.
   ['ordered', 'outbox', 'replay', 'request-reply', 'scheduler'],
-  // Features built on features (a pipeline names its keys as the ordered queue does).
-  ['pipeline'],
+  // Features built on features (a pipeline names its keys as the ordered queue does; the
+  // dead-letter archive replays as a replay does).
+  ['pipeline', 'archive'],
   // The connection's own parts, under the facade (its close sequence).
   ['connection'],
 ]
@@ -115,7 +116,7 @@ const boundaries = [
   ),
   restrict(
     [
-      'packages/{transport-amqp,store-kysely,store-sqlite,otel,health-express,health-fastify,testing}/src/**/*.ts',
+      'packages/{transport-amqp,store-kysely,store-sqlite,otel,health-express,health-fastify,console,testing}/src/**/*.ts',
     ],
     ADAPTER_RULES,
   ),

@@ -58,7 +58,8 @@ export interface RabbitNode {
   stop(): Promise<void>
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 a moment ago. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer()
     server.once('error', reject)

@@ -29,8 +29,12 @@ export interface Output {
 export function createOutput(options: {
   readonly json: boolean
   readonly url?: string | undefined
+  /** Other URLs given (`--management-url`) whose passwords are hidden too. */
+  readonly otherUrls?: readonly string[]
 }): Output {
-  const secrets = options.url === undefined ? [] : passwordForms(options.url)
+  const secrets = [options.url, ...(options.otherUrls ?? [])].flatMap((url) =>
+    url === undefined ? [] : passwordForms(url),
+  )
   const user = userOf(options.url)
   const redact = (text: string): string => redactSecrets(text, secrets, user)
   return {

@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander'
 import { ErrorCodes, ReplayStoppedError, describeError, errorCodeOf } from '@acemq/core'
+import { consoleCommands } from './commands/console.js'
 import { dlqCommands } from './commands/dlq.js'
 import { healthCommands } from './commands/health.js'
 import { outboxCommands } from './commands/outbox.js'
@@ -60,7 +61,11 @@ With --json, standard output holds one JSON document: the result, or {"error": {
     const globals = command.optsWithGlobals<{ url: string; json: boolean }>()
     return {
       url: globals.url,
-      output: createOutput({ json: globals.json, url: globals.url }),
+      output: createOutput({
+        json: globals.json,
+        url: globals.url,
+        otherUrls: otherUrlsIn(process.argv),
+      }),
       about: brokerAbout(globals.url),
     }
   }
@@ -70,6 +75,7 @@ With --json, standard output holds one JSON document: the result, or {"error": {
   sqlCommands(program, context)
   outboxCommands(program, context)
   scheduleCommands(program, context)
+  consoleCommands(program, context)
   // Every command exits like the program: usage errors are thrown, not printed and exited.
   for (const command of allCommands(program)) {
     command.exitOverride()
@@ -96,7 +102,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const program = createProgram()
   const url = urlIn(argv)
   const json = jsonIn(argv)
-  const output = createOutput({ json, url })
+  const output = createOutput({ json, url, otherUrls: otherUrlsIn(argv) })
   try {
     await program.parseAsync([...argv])
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT_CODES.ok
@@ -138,6 +144,17 @@ function jsonIn(argv: readonly string[]): boolean {
     if (arg === '--json') return true
   }
   return false
+}
+
+/** URLs besides the broker's that may carry a password: `--management-url`. */
+function otherUrlsIn(argv: readonly string[]): string[] {
+  const urls: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? ''
+    if (arg === '--management-url' && argv[i + 1] !== undefined) urls.push(argv[i + 1] as string)
+    if (arg.startsWith('--management-url=')) urls.push(arg.slice('--management-url='.length))
+  }
+  return urls
 }
 
 /** The URL the run will use, read before parsing so an early error can hide its password too. */

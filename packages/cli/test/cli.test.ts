@@ -192,3 +192,17 @@ describe('acemq without a broker', () => {
     )
   })
 })
+
+describe('acemq console', () => {
+  it('runs acemq-console from @acemq/console, which refuses to start without a token (exit 2) and prints its usage on --help', async () => {
+    const refused = await runCli(['console', '--archive', 'sqlite:never.db', '--queues', 'q.dlq'], {
+      env: { ACEMQ_CONSOLE_TOKEN: undefined, AMQP_URL: 'amqp://ops:s3cret@127.0.0.1:1' },
+    })
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain('refuses to start without a token in ACEMQ_CONSOLE_TOKEN')
+    expect(refused.stdout + refused.stderr).not.toContain('s3cret')
+    const help = await runCli(['console', '--help'])
+    expect(help.code).toBe(0)
+    expect(help.stdout).toMatch(/^Usage: acemq-console --url/)
+  })
+})

@@ -69,3 +69,31 @@ export function formatDuration(ms: number): string {
   if (ms > 0 && ms % UNIT_MS.s === 0) return `${ms / UNIT_MS.s}s`
   return `${ms}ms`
 }
+
+/**
+ * `2d 3h`, `5m 12s`, `800ms`: the two largest units of a duration, for people (the cli and the
+ * console show ages with it).
+ *
+ * @example
+ * ```ts
+ * humanDuration(3_720_000) // '1h 2m'
+ * ```
+ */
+export function humanDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.max(0, Math.round(ms))}ms`
+  const units: [string, number][] = [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1_000],
+  ]
+  const parts: string[] = []
+  let rest = ms
+  for (const [name, size] of units) {
+    const n = Math.floor(rest / size)
+    if (n > 0 || parts.length > 0) parts.push(`${n}${name}`)
+    rest -= n * size
+    if (parts.length === 2) break
+  }
+  return parts.filter((p) => !p.startsWith('0')).join(' ') || '0s'
+}

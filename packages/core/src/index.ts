@@ -177,3 +177,14 @@ export {
   type StoredMessage,
 } from './transport/in-memory/in-memory-transport.js'
 export type * from './transport/transport.js'
+export * from './archive/archive-store.js'
+export {
+  ArchiveReplayError,
+  DEFAULT_ARCHIVE_PREFETCH,
+  DEFAULT_ARCHIVE_RETRY_DELAY_MS,
+  DeadLetterArchive,
+  type ArchiveActionOptions,
+  type ArchiveActionResult,
+  type ArchiveCollector,
+  type DeadLetterArchiveOptions,
+} from './archive/dead-letter-archive.js'

@@ -103,3 +103,22 @@ export { consumerDeclarations } from './topology/topology.js'
 
 // Claim-check stores check their arguments with these (docs/design.md §26).
 export { assertClaimCheckKey, assertExpiresAt } from './claim-check/claim-check-store.js'
+// Dead-letter archive stores: one filter check, one cursor, one LIKE pattern, and the wire JSON
+// every header and property is kept in.
+export {
+  archiveCursorAfter,
+  checkArchiveFilter,
+  likeContaining,
+  type ArchiveCursor,
+  type CheckedArchiveFilter,
+} from './archive/archive-filter.js'
+export { decodeWireJson, encodeWireJson } from './archive/wire-json.js'
+export { ARCHIVE_COLUMNS, archiveTableStatements } from './archive/archive-table-sql.js'
+export {
+  archiveAuditFromRow,
+  archiveRowValues,
+  archivedMessageFromRow,
+} from './archive/archive-rows.js'
+
+// Ages as people read them, for the cli and the console.
+export { humanDuration } from './duration.js'

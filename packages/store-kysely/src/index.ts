@@ -20,3 +20,4 @@ export {
   createClaimCheckTableSql,
   type KyselyClaimCheckStoreOptions,
 } from './kysely-claim-check-store.js'
+export { KyselyArchiveStore, type KyselyArchiveStoreOptions } from './kysely-archive-store.js'

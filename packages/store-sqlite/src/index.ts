@@ -14,3 +14,4 @@ export {
   type KyselyMigrationDatabase,
   type SqliteOutboxMigration,
 } from './outbox-migration.js'
+export { SqliteArchiveStore, type SqliteArchiveStoreOptions } from './sqlite-archive-store.js'

@@ -17,3 +17,12 @@ export type {
   AmqpTransportOptions,
 } from './amqp-transport-options.js'
 export { redactUrl } from './redact-url.js'
+export {
+  DEFAULT_MANAGEMENT_PORT,
+  DEFAULT_MANAGEMENT_TIMEOUT_MS,
+  DEFAULT_MANAGEMENT_TLS_PORT,
+  discoverDeadLetterQueues,
+  managementEndpoint,
+  type DiscoveredQueue,
+  type ManagementEndpoint,
+} from './management-api.js'

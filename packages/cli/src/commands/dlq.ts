@@ -6,6 +6,7 @@ import { openConnection, queueLength } from '../connection.js'
 import { EXIT_CODES, UsageError } from '../exit-codes.js'
 import { table } from '../format.js'
 import type { CommandContext } from '../program.js'
+import { listDiscovered } from './dlq-discovered.js'
 import { checkNames, deadLetterQueuesOf, expandName, type NamedQueue } from './dlq-list.js'
 import { partitionOf, peekLines, peekView } from './peek-view.js'
 
@@ -20,9 +21,13 @@ export function dlqCommands(program: Command, context: CommandContext): void {
   dlq
     .command('list')
     .description(
-      'the .dlq and .parked queues of the given queues, ordered queues and pipelines, with their message counts (AMQP cannot list queues: name them with --queues)',
+      'the .dlq and .parked queues of a virtual host, found through the management API with their depth, consumers and oldest message; or those of the queues, ordered queues and pipelines named with --queues, with their message counts',
     )
-    .requiredOption(
+    .option(
+      '--management-url <url>',
+      'the management API (default: the --url host on port 15672, 15671 for amqps); its login is the --url one unless it has its own; never printed',
+    )
+    .option(
       '--queues <names>',
       'comma-separated names: a queue stands for its .dlq and .parked queues, an ordered queue for its partitions’ (found on the broker), a pipeline for its steps’ (with --steps)',
       (value: string, previous: string[] = []) => [
@@ -49,10 +54,22 @@ export function dlqCommands(program: Command, context: CommandContext): void {
     )
     .action(
       async (
-        options: { queues: string[]; partitions?: number; steps?: string[] },
+        options: {
+          queues?: string[]
+          partitions?: number
+          steps?: string[]
+          managementUrl?: string
+        },
         command: Command,
       ) => {
         const { output, url, about } = context(command)
+        if (options.queues === undefined) {
+          if (options.partitions !== undefined || options.steps !== undefined) {
+            throw new UsageError('--partitions and --steps say what the names of --queues are')
+          }
+          await listDiscovered({ url, managementUrl: options.managementUrl }, output, about)
+          return
+        }
         if (options.queues.length === 0) throw new UsageError('--queues names no queue')
         if (options.steps !== undefined && options.steps.length === 0) {
           throw new UsageError('--steps names no step')

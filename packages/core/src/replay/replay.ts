@@ -304,7 +304,9 @@ export class Replay {
           else options.onProgress?.({ moved, scanned, total })
         }
         const results = await Promise.allSettled(
-          window.map((delivery) => transport.publish(this.#copy(delivery, target))),
+          window.map((delivery) =>
+            transport.publish(replayCopy(delivery, this.source, target, this.keepsAttempts)),
+          ),
         )
         const failures: unknown[] = []
         const notWritten: string[] = []
@@ -451,46 +453,6 @@ export class Replay {
       routingKey: delivery.routingKey,
     }).envelope.id
   }
-
-  #copy(delivery: Delivery, target: string): Parameters<Transport['publish']>[0] {
-    const original = delivery.wireHeaders ?? delivery.headers
-    const { envelope } = readEnvelope(delivery.headers, {
-      messageId: delivery.properties.messageId,
-      routingKey: delivery.routingKey,
-    })
-    const count = replayCountOf(delivery.headers) + 1
-    const headers = writeCopyHeaders(original, {
-      ...envelope,
-      attempt: this.keepsAttempts ? envelope.attempt : 1,
-    }) as Record<string, unknown>
-    // Written anew below, in any letter case the original had them.
-    for (const key of Object.keys(headers)) {
-      const lower = key.toLowerCase()
-      if (
-        lower === LEGACY_REPLAY_COUNT_HEADER ||
-        lower === REPLAY_COUNT_HEADER ||
-        lower === REPLAYED_FROM_HEADER ||
-        lower === REPLAYED_AT_HEADER ||
-        lower === ENVELOPE_HEADERS.error
-      ) {
-        delete headers[key]
-      }
-    }
-    headers[REPLAYED_FROM_HEADER] = this.source
-    headers[REPLAYED_AT_HEADER] = rfc3339Seconds(new Date())
-    headers[REPLAY_COUNT_HEADER] = { '!': 'int', value: count }
-    return {
-      exchange: '',
-      routingKey: target,
-      body: delivery.body,
-      headers,
-      // As every other copy: no user-id (the broker checks it against this connection's user)
-      // and no expiration; the id is the message-id only when it fits (docs/design.md §18).
-      properties: republishedProperties(delivery.properties, envelope.id),
-      persistent: true,
-      mandatory: true,
-    }
-  }
 }
 
 function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
@@ -523,4 +485,62 @@ function replayCountOf(headers: Headers): number {
 /** `2026-12-03T08:15:42Z`: RFC 3339, UTC, to the second. */
 export function rfc3339Seconds(date: Date): string {
   return `${date.toISOString().slice(0, 19)}Z`
+}
+
+/** What a replayed copy is made from: a delivery, or a message kept in a dead-letter archive. */
+export type ReplaySource = Pick<
+  Delivery,
+  'body' | 'headers' | 'wireHeaders' | 'properties' | 'routingKey'
+>
+
+/**
+ * The copy of `message` (taken from `source`) that a replay publishes to `target`: confirmed,
+ * mandatory, persistent, its headers as they travelled with the replay headers written anew,
+ * `x-acemq-error` and `user-id` gone, attempt 1 unless `keepsAttempts` (docs/design.md §18).
+ * Internal to core: the replay and the dead-letter archive make their copies alike.
+ */
+export function replayCopy(
+  message: ReplaySource,
+  source: string,
+  target: string,
+  keepsAttempts: boolean,
+): Parameters<Transport['publish']>[0] {
+  const delivery = message
+  const original = delivery.wireHeaders ?? delivery.headers
+  const { envelope } = readEnvelope(delivery.headers, {
+    messageId: delivery.properties.messageId,
+    routingKey: delivery.routingKey,
+  })
+  const count = replayCountOf(delivery.headers) + 1
+  const headers = writeCopyHeaders(original, {
+    ...envelope,
+    attempt: keepsAttempts ? envelope.attempt : 1,
+  }) as Record<string, unknown>
+  // Written anew below, in any letter case the original had them.
+  for (const key of Object.keys(headers)) {
+    const lower = key.toLowerCase()
+    if (
+      lower === LEGACY_REPLAY_COUNT_HEADER ||
+      lower === REPLAY_COUNT_HEADER ||
+      lower === REPLAYED_FROM_HEADER ||
+      lower === REPLAYED_AT_HEADER ||
+      lower === ENVELOPE_HEADERS.error
+    ) {
+      delete headers[key]
+    }
+  }
+  headers[REPLAYED_FROM_HEADER] = source
+  headers[REPLAYED_AT_HEADER] = rfc3339Seconds(new Date())
+  headers[REPLAY_COUNT_HEADER] = { '!': 'int', value: count }
+  return {
+    exchange: '',
+    routingKey: target,
+    body: delivery.body,
+    headers,
+    // As every other copy: no user-id (the broker checks it against this connection's user)
+    // and no expiration; the id is the message-id only when it fits (docs/design.md §18).
+    properties: republishedProperties(delivery.properties, envelope.id),
+    persistent: true,
+    mandatory: true,
+  }
 }

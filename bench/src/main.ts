@@ -1,5 +1,6 @@
 // `pnpm bench`: every comparison of issue 9, interleaved, medians and ratios to
-// bench/results/latest.json and BENCHMARKS.md. `BENCH_QUICK=1` is a smoke test with tiny sizes.
+// bench/results/latest.json and BENCHMARKS.md. `BENCH_QUICK=1` is a smoke test with tiny sizes;
+// `--node 24` (or ACEMQ_BENCH_NODE) runs it on another Node, into results/node-24.json.
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -8,6 +9,7 @@ import { COMPARISONS } from './comparisons/index.js'
 import { Admin } from './internal/broker.js'
 import { QUICK, forcedProfiles, selectedComparisons, sizes } from './internal/config.js'
 import { describeMachine } from './internal/machine.js'
+import { chosenNode, relaunchOn, runningMajor, writeNodeVersions } from './internal/node-choice.js'
 import { writeMarkdown, type Report } from './internal/report.js'
 import { fmt } from './internal/stats.js'
 
@@ -30,11 +32,20 @@ function log(line: string): void {
 const started = Date.now()
 
 async function main(): Promise<void> {
+  const node = chosenNode(process.argv.slice(2), process.env)
+  if (node !== undefined && node !== runningMajor()) {
+    log(`relaunching on Node ${node}`)
+    process.exitCode = await relaunchOn(node)
+    return
+  }
   if (process.env['BENCH_RENDER'] === '1') {
     // Re-render BENCHMARKS.md from results/latest.json without measuring anything.
     const report = JSON.parse(fs.readFileSync(path.join(RESULTS, 'latest.json'), 'utf8')) as Report
     writeMarkdown(BENCHMARKS_MD, report, SKELETON)
-    log(`rendered ${path.relative(process.cwd(), BENCHMARKS_MD)} from results/latest.json`)
+    writeNodeVersions(BENCHMARKS_MD, RESULTS)
+    log(
+      `rendered ${path.relative(process.cwd(), BENCHMARKS_MD)} from results/latest.json and node-*.json`,
+    )
     return
   }
   const selected = selectedComparisons()
@@ -42,7 +53,7 @@ async function main(): Promise<void> {
   const runSizes = sizes()
   fs.mkdirSync(path.join(RESULTS, 'profiles'), { recursive: true })
   log(
-    `${QUICK ? 'quick smoke run' : 'full run'}: ${selected.join(', ')}; ${runSizes.rounds} rounds`,
+    `${QUICK ? 'quick smoke run' : 'full run'} on Node ${process.versions.node}: ${selected.join(', ')}; ${runSizes.rounds} rounds`,
   )
   const admin = await Admin.open()
   const machine = await describeMachine(admin.serverVersion)
@@ -80,8 +91,10 @@ async function main(): Promise<void> {
   machine.loadEnd = os.loadavg()[0] ?? 0
 
   // BENCH_TAG=name writes results/name.json and leaves BENCHMARKS.md alone (an experiment, e.g.
-  // BENCH_ACEMQ_NAGLE=1); a quick run is tagged `quick`.
-  const tag = QUICK ? 'quick' : (process.env['BENCH_TAG'] ?? 'latest')
+  // BENCH_ACEMQ_NAGLE=1); a quick run is tagged `quick`; a run on a chosen Node, `node-<major>`
+  // (quick or not: its sizes are in the file and the table says which).
+  const tag =
+    process.env['BENCH_TAG'] ?? (node !== undefined ? `node-${node}` : QUICK ? 'quick' : 'latest')
   if (!/^[\w.-]+$/.test(tag)) throw new Error(`BENCH_TAG must be a plain file name; got ${tag}`)
   const official = tag === 'latest'
   const file = path.join(RESULTS, `${tag}.json`)
@@ -105,7 +118,10 @@ async function main(): Promise<void> {
   }
   fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`)
   log(`wrote ${path.relative(process.cwd(), file)}`)
-  if (!official) {
+  if (tag === `node-${node}`) {
+    writeNodeVersions(BENCHMARKS_MD, RESULTS)
+    log(`redrew the Node versions table of ${path.relative(process.cwd(), BENCHMARKS_MD)}`)
+  } else if (!official) {
     log(`${tag} run: BENCHMARKS.md left as it is`)
   } else {
     writeMarkdown(BENCHMARKS_MD, report, SKELETON)

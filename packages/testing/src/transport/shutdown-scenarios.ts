@@ -315,6 +315,29 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
       consumer = undefined
     })
 
+    // A handler is known by its async context (AsyncLocalStorage: promise hooks on Node 20,
+    // AsyncContextFrame from Node 24), which must survive every kind of wait a handler makes.
+    it('knows a close comes from inside a handler after that handler awaited a timer, an immediate and a confirmed publish', async () => {
+      const q = await queue()
+      const out = await queue()
+      let took = -1
+      await mq.consume(q, ConsumerOptions.defaults(), async () => {
+        await sleep(20)
+        await new Promise((resolve) => setImmediate(resolve))
+        await mq.publisher('', out).send({ forwarded: true })
+        const began = Date.now()
+        await mq.close()
+        took = Date.now() - began
+      })
+      await mq.publisher('', q).send({}, { id: 'close-after-waits' })
+      await eventually(() => took >= 0, 10_000, 'the close to return')
+      expect(took).toBeLessThan(1_000)
+      await eventually(() => transport.settlementsOf('close-after-waits').length === 1)
+      expect(transport.settlementsOf('close-after-waits')).toEqual([
+        expect.objectContaining({ kind: 'ack', written: true }),
+      ])
+    })
+
     it('answers a drain true only once a cut-short retry wait has handed its message back', async () => {
       const q = await queue()
       let calls = 0

@@ -8,8 +8,8 @@ import {
   Topology,
   errorCodeOf,
   type GiveBack,
-  type OutgoingMessage,
 } from '../../src/index.js'
+import { type OutgoingMessage } from '../../src/spi.js'
 
 /** An in-memory broker that keeps every message published through it. */
 class RecordingTransport extends InMemoryTransport {

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest'
-import { type Transport } from '@acemq/core'
+import { type Transport } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { QUIET_MS, sleep, flagged, type ParityKit } from './parity-kit.js'
 

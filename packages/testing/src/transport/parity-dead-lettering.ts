@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest'
-import { type Delivery, type Transport } from '@acemq/core'
+import { type Delivery, type Transport } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { sleep, seen, type ParityKit } from './parity-kit.js'
 

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest'
-import { type Declaration, type Transport } from '@acemq/core'
+import { type Declaration, type Transport } from '@acemq/core/spi'
 import { type ParityKit } from './parity-kit.js'
 
 /** Which declarations the broker refuses. */

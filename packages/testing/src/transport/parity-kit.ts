@@ -1,16 +1,13 @@
 import { expect } from 'vitest'
+import { errorCodeOf, type AceMqError, type Headers, type HeaderValue } from '@acemq/core'
 import {
-  errorCodeOf,
-  type AceMqError,
   type Declaration,
   type Delivery,
   type ExchangeType,
-  type Headers,
-  type HeaderValue,
   type MessageProperties,
   type Transport,
   type TransportSubscription,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 

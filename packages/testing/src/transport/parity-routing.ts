@@ -1,5 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest'
-import { ErrorCodes, type Headers, type HeaderValue, type Transport } from '@acemq/core'
+import { ErrorCodes, type Headers, type HeaderValue } from '@acemq/core'
+import { type Transport } from '@acemq/core/spi'
 import { long, type ParityKit } from './parity-kit.js'
 
 /** Routing on the four exchange types, alternate exchanges, the `amq.*` exchanges, and publishing's refusals. */

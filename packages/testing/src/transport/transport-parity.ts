@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe } from 'vitest'
-import type { Transport, TransportSubscription } from '@acemq/core'
+import type { Transport, TransportSubscription } from '@acemq/core/spi'
 import { consumingParity } from './parity-consuming.js'
 import { deadLetteringParity } from './parity-dead-lettering.js'
 import { declarationsParity } from './parity-declarations.js'

@@ -22,14 +22,13 @@ import {
   RetryPolicy,
   Topology,
   errorCodeOf,
-  readEnvelope,
   withSchema,
   type AceMq,
-  type ConsumeOutcome,
   type Consumer,
   type Handler,
   type StandardSchemaV1,
 } from '@acemq/core'
+import { readEnvelope, type ConsumeOutcome } from '@acemq/core/spi'
 import {
   closeScenario,
   eventually,

@@ -15,13 +15,8 @@
  *   else is running (a test then kills it).
  */
 import { createInterface } from 'node:readline'
-import {
-  ConsumerOptions,
-  RetryPolicy,
-  shutdownOnSignals,
-  toHealthJson,
-  type TransportEvent,
-} from '@acemq/core'
+import { ConsumerOptions, RetryPolicy, shutdownOnSignals, toHealthJson } from '@acemq/core'
+import { type TransportEvent } from '@acemq/core/spi'
 import { KyselyIdempotencyStore } from '@acemq/store-kysely'
 import { connect } from '@acemq/transport-amqp'
 import { Kysely, PostgresDialect, sql } from 'kysely'

@@ -5,7 +5,8 @@
 // the confirm and the mark. With HOLD_FIRST_BATCH=1, the relay holds its first claimed batch,
 // prints `FIRST <n>`, and goes on only when a `GO` line comes on stdin: a test can make two
 // relays hold claims at once however a loaded machine schedules them.
-import { describeError, type OutboxStore } from '@acemq/core'
+import { type OutboxStore } from '@acemq/core'
+import { describeError } from '@acemq/core/spi'
 import { KyselyOutboxStore } from '@acemq/store-kysely'
 import { connect } from '@acemq/transport-amqp'
 import { Kysely, PostgresDialect } from 'kysely'

@@ -12,7 +12,8 @@
  * Environment: AMQP_URL, QUEUE, RATE (messages per second, default 100).
  */
 import { createInterface } from 'node:readline'
-import { ConsumerOptions, RetryPolicy, Topology, type TransportEvent } from '@acemq/core'
+import { ConsumerOptions, RetryPolicy, Topology } from '@acemq/core'
+import { type TransportEvent } from '@acemq/core/spi'
 import { connect } from '@acemq/transport-amqp'
 
 function env(name: string): string {

@@ -13,7 +13,8 @@
  * - `{ "kind": "ok" }` → handled once.
  */
 import type { Options } from 'amqplib'
-import { readEnvelope, type Headers } from '@acemq/core'
+import { type Headers } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 
 export type Outcome = 'handled' | 'parked' | 'dead-lettered'
 

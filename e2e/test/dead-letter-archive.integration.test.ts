@@ -2,13 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  DeadLetterArchive,
-  type AceMq,
-  type ArchivedMessage,
-  type DeadLetterArchiveStore,
-  type Delivery,
-} from '@acemq/core'
+import { DeadLetterArchive, type AceMq, type DeadLetterArchiveStore } from '@acemq/core'
+import type { ArchivedMessage, Delivery } from '@acemq/core/spi'
 import { SqliteArchiveStore } from '@acemq/store-sqlite'
 import { connect } from '@acemq/transport-amqp'
 import { eventually, requireRabbit } from '@acemq/testing'

@@ -9,9 +9,8 @@ import {
   Topology,
   type AceMq,
   type OutboxStore,
-  type OutgoingMessage,
-  type TransportPublishOptions,
 } from '@acemq/core'
+import { type OutgoingMessage, type TransportPublishOptions } from '@acemq/core/spi'
 import { KyselyOutboxStore, outboxMigration } from '@acemq/store-kysely'
 import { SqliteOutboxStore } from '@acemq/store-sqlite'
 import { connect } from '@acemq/transport-amqp'

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import amqplib, { type ConfirmChannel, type ConsumeMessage } from 'amqplib'
-import { partitionFor, type OrderedQueue } from '@acemq/core'
+import { type OrderedQueue } from '@acemq/core'
+import { partitionFor } from '@acemq/core/spi'
 import { runInChild } from '../internal/child.js'
 import { AMQP_URL } from '../internal/config.js'
 import { Countdown, openAceMq } from '../internal/contestants.js'

@@ -10,13 +10,8 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { AceMq, ConsumerOptions } from '@acemq/core'
-import type {
-  Delivery,
-  Headers,
-  Transport,
-  TransportState,
-  TransportSubscription,
-} from '@acemq/core'
+import type { Headers } from '@acemq/core'
+import type { Delivery, Transport, TransportState, TransportSubscription } from '@acemq/core/spi'
 import { QUICK } from '../internal/config.js'
 import { acemqShapedMessage } from '../internal/messages.js'
 import { fmt, median } from '../internal/stats.js'

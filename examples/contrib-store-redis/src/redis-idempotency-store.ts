@@ -1,11 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import {
   ConfigurationError,
-  DEFAULT_CLAIM_TIMEOUT,
-  DEFAULT_IDEMPOTENCY_RETENTION,
-  describeError,
   type ClaimResult,
-  type ClaimingIdempotencyStore,
   type Duration,
   type HealthContributor,
   type HealthReport,
@@ -13,8 +9,12 @@ import {
 import {
   assertIdempotencyKey,
   assertOwnerToken,
+  DEFAULT_CLAIM_TIMEOUT,
+  DEFAULT_IDEMPOTENCY_RETENTION,
+  describeError,
   functionOption,
   positiveMillis,
+  type ClaimingIdempotencyStore,
 } from '@acemq/core/spi'
 import type { Cluster, Redis } from 'ioredis'
 import { CONFIRM, RELEASE, TRY_CLAIM } from './scripts.js'

@@ -1,11 +1,5 @@
-import {
-  AceMq,
-  ConsumerOptions,
-  InMemoryTransport,
-  Topology,
-  DEFAULT_CLAIM_TIMEOUT,
-  DEFAULT_IDEMPOTENCY_RETENTION,
-} from '@acemq/core'
+import { AceMq, ConsumerOptions, InMemoryTransport, Topology } from '@acemq/core'
+import { DEFAULT_CLAIM_TIMEOUT, DEFAULT_IDEMPOTENCY_RETENTION } from '@acemq/core/spi'
 import { REDIS_URL, idempotencyStoreConformance, requireRedis, uniqueName } from '@acemq/testing'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'

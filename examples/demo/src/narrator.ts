@@ -1,11 +1,11 @@
+import { type Instrumentation } from '@acemq/core'
 import {
   rungQueueName,
   type ConsumeOutcome,
-  type Instrumentation,
   type PipelineRunInfo,
   type ProcessInfo,
   type ProcessScope,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import { waitUntil } from './demo-context.js'
 import { ms, say } from './print.js'
 

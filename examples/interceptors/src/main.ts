@@ -4,9 +4,9 @@ import {
   Topology,
   deadLetterQueueName,
   parkedQueueName,
-  readEnvelope,
   type Headers,
 } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import { connect } from '@acemq/transport-amqp'
 
 const url = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'

@@ -8,11 +8,10 @@ import {
   RetryPolicy,
   Topology,
   deadLetterQueueName,
-  describeError,
   parkedQueueName,
-  rungQueueName,
   shutdownOnSignals,
 } from '@acemq/core'
+import { describeError, rungQueueName } from '@acemq/core/spi'
 import { acemqHealth } from '@acemq/health-fastify'
 import { instrument } from '@acemq/otel'
 import { KyselyIdempotencyStore } from '@acemq/store-kysely'

@@ -1,5 +1,6 @@
 import amqplib from 'amqplib'
-import { ConsumerOptions, FatalError, RetryPolicy, Topology, describeError } from '@acemq/core'
+import { ConsumerOptions, FatalError, RetryPolicy, Topology } from '@acemq/core'
+import { describeError } from '@acemq/core/spi'
 import { connect } from '@acemq/transport-amqp'
 
 /** What the requester asks for, and what the responder answers. */

@@ -1,4 +1,5 @@
-import { ErrorCodes, errorCodeOf, type AceMq, type Transport } from '@acemq/core'
+import { ErrorCodes, errorCodeOf, type AceMq } from '@acemq/core'
+import { type Transport } from '@acemq/core/spi'
 import { connect } from '@acemq/transport-amqp'
 
 /** Connects once, without recovery: a command that loses the broker fails and says so. */

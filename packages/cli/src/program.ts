@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander'
-import { ErrorCodes, ReplayStoppedError, describeError, errorCodeOf } from '@acemq/core'
+import { ErrorCodes, ReplayStoppedError, errorCodeOf } from '@acemq/core'
+import { describeError } from '@acemq/core/spi'
 import { consoleCommands } from './commands/console.js'
 import { dlqCommands } from './commands/dlq.js'
 import { healthCommands } from './commands/health.js'

@@ -1,4 +1,5 @@
-import { RetryPolicy, toMillis, type Duration } from '@acemq/core'
+import { RetryPolicy, type Duration } from '@acemq/core'
+import { toMillis } from '@acemq/core/spi'
 import { UsageError } from './exit-codes.js'
 
 /**

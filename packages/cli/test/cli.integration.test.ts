@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { readEnvelope } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { runCli } from './support/run-cli.js'

@@ -1,5 +1,5 @@
-import { ConfigurationError, describeError, type Codec } from '@acemq/core'
-import { decodeFailure, payloadKind } from '@acemq/core/spi'
+import { ConfigurationError, type Codec } from '@acemq/core'
+import { decodeFailure, describeError, payloadKind } from '@acemq/core/spi'
 import protobuf, { type Root, type Type } from 'protobufjs'
 
 /** Options of {@link protobufCodec}. */

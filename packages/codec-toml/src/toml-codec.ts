@@ -1,5 +1,5 @@
-import { ConfigurationError, describeError, type Codec } from '@acemq/core'
-import { decodeFailure, payloadKind, utf8Body } from '@acemq/core/spi'
+import { ConfigurationError, type Codec } from '@acemq/core'
+import { decodeFailure, describeError, payloadKind, utf8Body } from '@acemq/core/spi'
 import { parse, stringify } from 'smol-toml'
 
 // TOML has no null: a key holding one would vanish from the body without a word, so encoding

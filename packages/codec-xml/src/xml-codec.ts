@@ -1,5 +1,5 @@
-import { ConfigurationError, describeError, type Codec } from '@acemq/core'
-import { decodeFailure, payloadKind, utf8Body } from '@acemq/core/spi'
+import { ConfigurationError, type Codec } from '@acemq/core'
+import { decodeFailure, describeError, payloadKind, utf8Body } from '@acemq/core/spi'
 import { XMLBuilder, XMLParser, XMLValidator } from 'fast-xml-parser'
 
 /** Options of {@link xmlCodec}. */

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-import { describeError, errorCodeOf, ErrorCodes } from '@acemq/core'
+import { errorCodeOf, ErrorCodes } from '@acemq/core'
+import { describeError } from '@acemq/core/spi'
 import { redactCredentials } from '@acemq/core/spi'
 import { UsageHelp, runConsoleCommand } from './console-command.js'
 

@@ -2,10 +2,10 @@ import { parseArgs } from 'node:util'
 import {
   ConfigurationError,
   DeadLetterArchive,
-  describeError,
   type AceMq,
   type DeadLetterArchiveStore,
 } from '@acemq/core'
+import { describeError } from '@acemq/core/spi'
 import { redactUrl } from '@acemq/core/spi'
 import type { ConsoleQueue } from './pages.js'
 import { serveConsole, type ConsoleServer } from './serve-console.js'

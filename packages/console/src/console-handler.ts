@@ -1,10 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import {
-  ConfigurationError,
-  describeError,
-  type ArchiveFilter,
-  type DeadLetterArchive,
-} from '@acemq/core'
+import { ConfigurationError, type DeadLetterArchive } from '@acemq/core'
+import { describeError, type ArchiveFilter } from '@acemq/core/spi'
 import { CONSOLE_CSS } from './console-style.js'
 import {
   auditPage,

@@ -5,14 +5,8 @@ import { fileURLToPath } from 'node:url'
 import axe from 'axe-core'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  AceMq,
-  ConsumerOptions,
-  DeadLetterArchive,
-  RetryPolicy,
-  Topology,
-  type ArchiveCollector,
-} from '@acemq/core'
+import { AceMq, ConsumerOptions, DeadLetterArchive, RetryPolicy, Topology } from '@acemq/core'
+import type { ArchiveCollector } from '@acemq/core/spi'
 import { SqliteArchiveStore } from '@acemq/store-sqlite'
 import { eventually, requireRabbit, uniqueName } from '@acemq/testing'
 import { connect } from '@acemq/transport-amqp'

@@ -1,41 +1,42 @@
-import { AsyncLocalStorage } from 'node:async_hooks'
 import { CodecRegistry } from './codec/codec-registry.js'
 import { DEFAULT_DRAIN_TIMEOUT } from './constants.js'
-import { ConsumerOptions } from './consumer/consumer-options.js'
 import { closeSequence } from './connection/close-sequence.js'
+import {
+  connectionScheduler,
+  messagingHost,
+  orderedHost,
+  outboxRelayHost,
+  pipelineHost,
+  publisherHost,
+  replayHost,
+} from './connection/connection-hosts.js'
+import { ConnectionState } from './connection/connection-state.js'
+import { drainConsumers } from './connection/drain-consumers.js'
+import type { ConsumerOptions } from './consumer/consumer-options.js'
 import type { Consumer } from './consumer/consumer.js'
-import { ConsumerEngine } from './consumer/consumer-engine.js'
-import type { ConsumerHost, TaskSet } from './consumer/consumer-host.js'
-import type { DeliveryTask } from './consumer/delivery-task.js'
-import type { DeliveryHook } from './consumer/delivery-hook.js'
 import { assertInterceptor, withInterceptor, type Interceptor } from './consumer/interceptor.js'
 import { deadLetterWarning, type OnDeadLetter } from './consumer/dead-letter.js'
 import type { Handler } from './consumer/message.js'
 import { toMillis, type Duration } from './duration.js'
 import { defaultOrigin } from './envelope/envelope.js'
-import { AceMqError, ClosedError, ConfigurationError, abortError } from './errors.js'
-import { ErrorCodes, errorCodeOf } from './error-codes.js'
-import { deferred, sleep, type Deferred } from './internal/timers.js'
+import { ConfigurationError } from './errors.js'
 import { warningReporter } from './internal/warning-reporter.js'
 import type { HealthContributor, HealthResult } from './health/health.js'
-import { HealthContributors, aggregateHealth } from './health/health-aggregation.js'
+import { aggregateHealth } from './health/health-aggregation.js'
 import { OutboxRelay, type OutboxRelayOptions } from './outbox/outbox-relay.js'
 import type { OutboxStore } from './outbox/outbox-store.js'
-import { Publisher, type PublisherHost, type PublisherOptions } from './publisher/publisher.js'
-import { orderedRegistry, type OrderedHost } from './ordered/ordered-host.js'
+import { Publisher, type PublisherOptions } from './publisher/publisher.js'
+import { orderedRegistry } from './ordered/ordered-host.js'
 import { OrderedQueueBuilder, type OrderedQueue } from './ordered/ordered-queue.js'
 import { PipelineBuilder } from './pipeline/pipeline-builder.js'
-import type { PipelineHost } from './pipeline/pipeline-host.js'
 import { Replay } from './replay/replay.js'
-import type { MessagingHost } from './publisher/messaging-host.js'
-import { Scheduler } from './scheduler/scheduler.js'
+import type { Scheduler } from './scheduler/scheduler.js'
 import { Requester, type RequesterOptions } from './request-reply/requester.js'
 import { Responder, type RespondHandler, type RespondOptions } from './request-reply/responder.js'
-import { validateQueueName } from './retry/queue-names.js'
 import type { Instrumentation } from './telemetry/instrumentation.js'
 import { safeInstrumentation } from './telemetry/safe-instrumentation.js'
-import { consumerDeclarations, type Topology } from './topology/topology.js'
-import type { Transport, TransportEvent } from './transport/transport.js'
+import type { Topology } from './topology/topology.js'
+import type { Transport } from './transport/transport.js'
 
 /** Options for {@link AceMq.connect}. */
 export interface AceMqOptions {
@@ -84,42 +85,26 @@ export interface CloseOptions {
 export class AceMq implements AsyncDisposable {
   /** The transport underneath. */
   readonly transport: Transport
-  readonly #codecs: CodecRegistry
-  readonly #origin: string
-  readonly #onError: ((error: unknown, context: string) => void) | undefined
-  readonly #onDeadLetter: OnDeadLetter
-  readonly #consumers = new Set<ConsumerEngine<unknown>>()
-  /** `mq.intercept()`'s, by order; replaced (never changed) at each call. */
-  #interceptors: readonly Interceptor[] = []
-  readonly #contributors = new HealthContributors()
-  readonly #currentTask = new AsyncLocalStorage<DeliveryTask | undefined>()
-  readonly #closingController = new AbortController()
-  readonly #idleWaiters = new Set<() => void>()
-  /** Outbox relays started on this connection: closing stops them after their round. */
-  readonly #relays = new Set<OutboxRelay>()
-  /** What the engine calls: the installed instrumentation, guarded so it cannot fail a message. */
-  #instrumentation: Instrumentation | undefined
+  readonly #state: ConnectionState
   #installedInstrumentation: Instrumentation | undefined
-  #inFlight = 0
-  #consumingPaused = false
-  #publishingPaused = false
-  #closing: Promise<void> | undefined
-  /** Set once closing has drained: publishes started after this are refused. */
-  #publishingClosed = false
   #unsubscribe: () => void
 
   private constructor(transport: Transport, options: AceMqOptions) {
     this.transport = transport
-    this.#codecs = options.codecs ?? CodecRegistry.defaults()
-    this.#origin = options.origin ?? defaultOrigin()
-    this.#onError = options.onError ?? warningReporter()
-    this.#onDeadLetter =
+    const onDeadLetter: OnDeadLetter =
       options.onDeadLetter ??
       ((report) => {
         const { error, context } = deadLetterWarning(report)
-        this.#reportError(error, context)
+        this.#state.reportError(error, context)
       })
-    this.#unsubscribe = transport.onEvent((event) => this.#onTransportEvent(event))
+    this.#state = new ConnectionState(
+      transport,
+      options.codecs ?? CodecRegistry.defaults(),
+      options.origin ?? defaultOrigin(),
+      options.onError ?? warningReporter(),
+      onDeadLetter,
+    )
+    this.#unsubscribe = transport.onEvent((event) => this.#state.onTransportEvent(event))
   }
 
   /**
@@ -163,13 +148,13 @@ export class AceMq implements AsyncDisposable {
 
   /** Handlers running now, across every consumer, counted until their settlement is done. */
   get inFlight(): number {
-    return this.#inFlight
+    return this.#state.inFlight
   }
 
   /** Deliveries waiting at the pause gate, never handed to a handler. */
   get held(): number {
     let held = 0
-    for (const consumer of this.#consumers) held += consumer.held
+    for (const consumer of this.#state.consumers) held += consumer.held
     return held
   }
 
@@ -181,35 +166,25 @@ export class AceMq implements AsyncDisposable {
    */
   get waiting(): number {
     let waiting = 0
-    for (const consumer of this.#consumers) waiting += consumer.waiting
+    for (const consumer of this.#state.consumers) waiting += consumer.waiting
     return waiting
   }
 
   /** Whether {@link pauseConsuming} is in effect. */
   get consumingPaused(): boolean {
-    return this.#consumingPaused
+    return this.#state.consumingPaused
   }
 
   /** Whether {@link pausePublishing} is in effect. */
   get publishingPaused(): boolean {
-    return this.#publishingPaused
+    return this.#state.publishingPaused
   }
 
   /** Whether the connection is closing or closed. */
   get closed(): boolean {
-    return this.#closing !== undefined
+    return this.#state.closing !== undefined
   }
 
-  /**
-   * Installs the telemetry seam (`@acemq/otel` calls this); `undefined` removes it. Returns
-   * the instrumentation it replaced. Whatever the instrumentation throws is reported to
-   * `onError` and never fails a message or a publish.
-   *
-   * @example
-   * ```ts
-   * mq.setInstrumentation(myInstrumentation)
-   * ```
-   */
   /**
    * Adds an interceptor to every consumer and publisher of this connection, those made before
    * it too (docs/design.md §22): consume members run around each handler, publish members
@@ -222,15 +197,27 @@ export class AceMq implements AsyncDisposable {
    */
   intercept(interceptor: Interceptor): void {
     assertInterceptor(interceptor, 'intercept(interceptor)')
-    this.#interceptors = withInterceptor(this.#interceptors, interceptor)
+    this.#state.interceptors = withInterceptor(this.#state.interceptors, interceptor)
   }
 
+  /**
+   * Installs the telemetry seam (`@acemq/otel` calls this); `undefined` removes it. Returns
+   * the instrumentation it replaced. Whatever the instrumentation throws is reported to
+   * `onError` and never fails a message or a publish.
+   *
+   * @example
+   * ```ts
+   * mq.setInstrumentation(myInstrumentation)
+   * ```
+   */
   setInstrumentation(instrumentation: Instrumentation | undefined): Instrumentation | undefined {
     const previous = this.#installedInstrumentation
     this.#installedInstrumentation = instrumentation
-    this.#instrumentation =
+    this.#state.instrumentation =
       instrumentation &&
-      safeInstrumentation(instrumentation, (error, context) => this.#reportError(error, context))
+      safeInstrumentation(instrumentation, (error, context) =>
+        this.#state.reportError(error, context),
+      )
     return previous
   }
 
@@ -253,7 +240,7 @@ export class AceMq implements AsyncDisposable {
     routingKey: string,
     options: PublisherOptions = {},
   ): Publisher<T> {
-    return new Publisher<T>(this.#publisherHost, exchange, routingKey, options)
+    return new Publisher<T>(publisherHost(this.#state), exchange, routingKey, options)
   }
 
   /**
@@ -273,36 +260,7 @@ export class AceMq implements AsyncDisposable {
     options: ConsumerOptions,
     handler: Handler<T>,
   ): Promise<Consumer> {
-    validateQueueName(queue, 'consume(queue)')
-    if (!(options instanceof ConsumerOptions)) {
-      throw new ConfigurationError(
-        'consume(options) must be a ConsumerOptions, e.g. ConsumerOptions.defaults()',
-      )
-    }
-    if (typeof handler !== 'function') {
-      throw new ConfigurationError(`consume(handler) must be a function; got ${String(handler)}`)
-    }
-    this.#assertOpen()
-    // A queue that is not there (a misspelt name) is refused before anything is declared for
-    // it: a failed consume must leave no {queue}.dlq, .parked or rung behind.
-    await this.transport.queueLength?.(queue).catch((error: unknown) => {
-      throw errorCodeOf(error) === ErrorCodes.NOT_FOUND
-        ? new AceMqError(
-            `consume(queue): queue '${queue}' does not exist; declare it first (applyTopology)`,
-            { code: ErrorCodes.NOT_FOUND, cause: error },
-          )
-        : error
-    })
-    await this.transport.declare(consumerDeclarations(queue, options.retryPolicy))
-    const consumer = new ConsumerEngine<T>(this.#consumerHost, queue, options, handler)
-    this.#consumers.add(consumer as ConsumerEngine<unknown>)
-    try {
-      await consumer.start()
-    } catch (error) {
-      this.#consumers.delete(consumer as ConsumerEngine<unknown>)
-      throw error
-    }
-    return consumer
+    return this.#state.consume(queue, options, handler)
   }
 
   /**
@@ -315,8 +273,8 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   requester(options: RequesterOptions = {}): Requester {
-    this.#assertOpen()
-    return new Requester(this.#messagingHost, options)
+    this.#state.assertOpen()
+    return new Requester(messagingHost(this.#state), options)
   }
 
   /**
@@ -334,7 +292,7 @@ export class AceMq implements AsyncDisposable {
     options: RespondOptions,
     handler: RespondHandler<TReq, TRes>,
   ): Promise<Responder> {
-    return new Responder(queue).start(this.#messagingHost, options ?? {}, handler)
+    return new Responder(queue).start(messagingHost(this.#state), options ?? {}, handler)
   }
 
   /**
@@ -348,12 +306,8 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   scheduler(): Scheduler {
-    this.#assertOpen()
-    this.#scheduler ??= new Scheduler(this.#messagingHost)
-    return this.#scheduler
+    return connectionScheduler(this.#state)
   }
-
-  #scheduler: Scheduler | undefined
 
   /**
    * The transactional outbox's relay on `store`: call `start()` to relay in the background
@@ -367,30 +321,8 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   outbox(store: OutboxStore, options: OutboxRelayOptions = {}): OutboxRelay {
-    this.#assertOpen()
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const mq = this
-    return new OutboxRelay(
-      {
-        transport: this.transport,
-        origin: this.#origin,
-        get instrumentation() {
-          return mq.#instrumentation
-        },
-        get publishingPaused() {
-          return mq.#publishingPaused
-        },
-        get closed() {
-          return mq.#closing !== undefined
-        },
-        registerHealth: (contributor) => this.registerHealth(contributor),
-        reportError: (error, context) => this.#reportError(error, context),
-        relayStarted: (relay) => this.#relays.add(relay),
-        relayStopped: (relay) => this.#relays.delete(relay),
-      },
-      store,
-      options,
-    )
+    this.#state.assertOpen()
+    return new OutboxRelay(outboxRelayHost(this.#state), store, options)
   }
 
   /**
@@ -404,14 +336,7 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   replay(queue: string): Replay {
-    return new Replay(
-      {
-        transport: this.transport,
-        codecs: this.#codecs,
-        assertOpen: () => this.#assertOpen(),
-      },
-      queue,
-    )
+    return new Replay(replayHost(this.#state), queue)
   }
 
   /**
@@ -432,7 +357,7 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   ordered<T = unknown>(name: string): OrderedQueueBuilder<T> {
-    return new OrderedQueueBuilder<T>(this.#orderedHost, name)
+    return new OrderedQueueBuilder<T>(orderedHost(this.#state, this), name)
   }
 
   /** The ordered queues declared on this connection, each reporting `ordered:{name}` in health. */
@@ -442,19 +367,6 @@ export class AceMq implements AsyncDisposable {
       if (queue !== null) queues.push(queue as OrderedQueue<unknown>)
     }
     return queues
-  }
-
-  get #orderedHost(): OrderedHost {
-    return {
-      owner: this,
-      transport: this.transport,
-      publisher: (queue) => this.publisher('', queue),
-      registerHealth: (contributor) => this.registerHealth(contributor),
-      startConsumer: (queue, options, handler, inPlace) =>
-        this.#startEngine(queue, options, handler, inPlace),
-      assertOpen: () => this.#assertOpen(),
-      reportError: (error, context) => this.#reportError(error, context),
-    }
   }
 
   /**
@@ -474,46 +386,7 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   pipeline<T = unknown>(name: string): PipelineBuilder<T> {
-    return new PipelineBuilder<T>(this.#pipelineHost, name)
-  }
-
-  get #pipelineHost(): PipelineHost {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const mq = this
-    return {
-      owner: this,
-      transport: this.transport,
-      codecs: this.#codecs,
-      origin: this.#origin,
-      get instrumentation() {
-        return mq.#instrumentation
-      },
-      publisher: (exchange, routingKey, reserved) =>
-        new Publisher(this.#publisherHost, exchange, routingKey, {}, reserved),
-      registerHealth: (contributor) => this.registerHealth(contributor),
-      startConsumer: (queue, options, handler, step) =>
-        this.#startEngine(queue, options, handler, step),
-      assertOpen: () => this.#assertOpen(),
-    }
-  }
-
-  /** Starts an engine consumer with an ordered queue's or a pipeline step's hook. */
-  async #startEngine(
-    queue: string,
-    options: ConsumerOptions,
-    handler: Handler<unknown>,
-    hook: DeliveryHook,
-  ): Promise<Consumer> {
-    this.#assertOpen()
-    const consumer = new ConsumerEngine(this.#consumerHost, queue, options, handler, hook)
-    this.#consumers.add(consumer)
-    try {
-      await consumer.start()
-    } catch (error) {
-      this.#consumers.delete(consumer)
-      throw error
-    }
-    return consumer
+    return new PipelineBuilder<T>(pipelineHost(this.#state, this), name)
   }
 
   /**
@@ -525,31 +398,30 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   async applyTopology(topology: Topology): Promise<void> {
-    this.#assertOpen()
+    this.#state.assertOpen()
     await this.transport.declare(topology.plan())
   }
 
   /** Stops handing deliveries to handlers; they wait at the gate (`held`), never acked. */
   pauseConsuming(): void {
-    this.#consumingPaused = true
-    for (const consumer of this.#consumers) consumer.paused()
+    this.#state.pauseConsuming()
   }
 
   /** Hands the held deliveries over and carries on. */
   resumeConsuming(): void {
-    if (this.#closing !== undefined) return
-    this.#consumingPaused = false
-    for (const consumer of this.#consumers) consumer.pump()
+    if (this.#state.closing !== undefined) return
+    this.#state.consumingPaused = false
+    for (const consumer of this.#state.consumers) consumer.pump()
   }
 
   /** Further publishes reject with `PublishingPausedError`; the engine's own moves still work. */
   pausePublishing(): void {
-    this.#publishingPaused = true
+    this.#state.publishingPaused = true
   }
 
   /** Lets publishes through again. */
   resumePublishing(): void {
-    this.#publishingPaused = false
+    this.#state.publishingPaused = false
   }
 
   /**
@@ -566,45 +438,7 @@ export class AceMq implements AsyncDisposable {
    */
   async drainConsumers(timeout: Duration, signal?: AbortSignal): Promise<boolean> {
     const timeoutMs = toMillis(timeout, 'drainConsumers(timeout)')
-    // Asked now, for the caller: a drain from inside a handler does not wait for that handler,
-    // and only for that one (whichever task happens to finish last).
-    const caller = this.#currentTask.getStore()
-    if (signal?.aborted) throw abortError(signal)
-    const inside = caller !== undefined && caller.consumer.isRunning(caller)
-    this.pauseConsuming()
-    // Deliveries waiting out a retry or in-progress delay are not running handlers: they go
-    // back at once rather than hold the drain open.
-    for (const consumer of this.#consumers) consumer.endWaits()
-    // While it waits, the caller is no handler any other drain or close should wait for.
-    if (inside) this.#enterInside(caller)
-    if (this.#busy(this.#inside) === 0) {
-      if (inside) this.#leaveInside(caller)
-      return true
-    }
-    return new Promise<boolean>((resolve, reject) => {
-      const timer = new AbortController()
-      const finish = (result: boolean | Error): void => {
-        timer.abort()
-        this.#idleWaiters.delete(check)
-        this.#pendingDrains.delete(finish)
-        if (inside) this.#leaveInside(caller)
-        signal?.removeEventListener('abort', onAbort)
-        if (result instanceof Error) reject(result)
-        else resolve(result)
-      }
-      const check = (): void => {
-        if (this.#busy(this.#inside) === 0) finish(true)
-      }
-      // A connection that closes first answers it: false, its handlers were given up on.
-      this.#pendingDrains.add(finish)
-      const onAbort = (): void => finish(abortError(signal))
-      // sleep() takes waits past setTimeout's 2^31−1 ms limit in steps.
-      void sleep(timeoutMs, timer.signal).then((elapsed) => {
-        if (elapsed) finish(false)
-      })
-      this.#idleWaiters.add(check)
-      signal?.addEventListener('abort', onAbort, { once: true })
-    })
+    return drainConsumers(this.#state, timeoutMs, signal)
   }
 
   /**
@@ -622,14 +456,14 @@ export class AceMq implements AsyncDisposable {
     return aggregateHealth(
       {
         transport: this.transport,
-        inFlight: this.#inFlight,
+        inFlight: this.#state.inFlight,
         held: this.held,
-        consumingPaused: this.#consumingPaused,
-        publishingPaused: this.#publishingPaused,
-        closing: this.#closing !== undefined,
+        consumingPaused: this.#state.consumingPaused,
+        publishingPaused: this.#state.publishingPaused,
+        closing: this.#state.closing !== undefined,
       },
-      [...this.#consumers],
-      this.#contributors,
+      [...this.#state.consumers],
+      this.#state.contributors,
     )
   }
 
@@ -643,7 +477,7 @@ export class AceMq implements AsyncDisposable {
    * ```
    */
   registerHealth(contributor: HealthContributor): () => void {
-    return this.#contributors.register(contributor)
+    return this.#state.contributors.register(contributor)
   }
 
   /**
@@ -664,44 +498,19 @@ export class AceMq implements AsyncDisposable {
       'close(drainTimeout)',
     )
     // Asked now, for the caller: is it one of this connection's running handlers?
-    const caller = this.#currentTask.getStore()
+    const state = this.#state
+    const caller = state.currentTask.getStore()
     const inside = caller !== undefined && caller.consumer.isRunning(caller)
-    if (inside && !this.#closers.has(caller)) {
-      this.#closers.add(caller)
-      this.#enterInside(caller)
+    if (inside && !state.closers.has(caller)) {
+      state.closers.add(caller)
+      state.enterInside(caller)
     }
-    this.#closing ??= this.#close(drainTimeoutMs)
+    state.closing ??= this.#close(drainTimeoutMs)
     // From inside a handler, waiting for the whole close would wait for that handler itself:
     // the caller is answered once every other handler has drained, and the close goes on
     // (its channel closing after the caller's handler has settled, so its ack is written).
-    return inside ? this.#othersDrained.promise : this.#closing
+    return inside ? state.othersDrained.promise : state.closing
   }
-
-  /** Handlers that called close(). */
-  readonly #closers = new Set<DeliveryTask>()
-  /**
-   * Handlers waiting inside a drain or close of this connection or of one of its consumers, by
-   * how many such waits each is in: no drain or close waits for them, so two handlers that
-   * drain or close from inside never wait for each other.
-   */
-  readonly #inside = new Map<DeliveryTask, number>()
-  /** The drains still waiting; a close answers them `false` when it is done. */
-  readonly #pendingDrains = new Set<(result: boolean) => void>()
-
-  #enterInside(task: DeliveryTask): void {
-    this.#inside.set(task, (this.#inside.get(task) ?? 0) + 1)
-    // The set of tasks nobody waits for grew: a drain or close may be done now.
-    for (const check of [...this.#idleWaiters]) check()
-    for (const consumer of this.#consumers) consumer.recheckIdle()
-  }
-
-  #leaveInside(task: DeliveryTask): void {
-    const left = (this.#inside.get(task) ?? 1) - 1
-    if (left > 0) this.#inside.set(task, left)
-    else this.#inside.delete(task)
-  }
-  /** Resolves once closing has drained every handler but the ones that called it. */
-  readonly #othersDrained: Deferred<void> = deferred<void>()
 
   /** `await using mq = ...` closes with the default drain. */
   async [Symbol.asyncDispose](): Promise<void> {
@@ -709,136 +518,33 @@ export class AceMq implements AsyncDisposable {
   }
 
   #close(drainTimeoutMs: number): Promise<void> {
+    const state = this.#state
     return closeSequence(
       {
-        consumers: this.#consumers,
-        relays: this.#relays,
-        inside: this.#inside,
+        consumers: state.consumers,
+        relays: state.relays,
+        inside: state.inside,
         pauseConsuming: () => {
-          this.#consumingPaused = true
-          this.#scheduler?.connectionClosing()
+          state.consumingPaused = true
+          state.scheduler?.connectionClosing()
         },
-        othersDrained: () => this.#othersDrained.resolve(),
+        othersDrained: () => state.othersDrained.resolve(),
         endPublishing: () => {
-          this.#publishingClosed = true
-          this.#closingController.abort()
+          state.publishingClosed = true
+          state.closingController.abort()
         },
         closeTransport: () => this.transport.close(),
         finished: () => {
           this.#unsubscribe()
           // Drains still waiting (for handlers given up on) get their answer: not everything
           // finished.
-          for (const finish of [...this.#pendingDrains]) finish(false)
+          for (const finish of [...state.pendingDrains]) finish(false)
           // On Node 20 an enabled AsyncLocalStorage stays in a process-wide list that every new
           // promise walks, until it is disabled: a closed connection must not cost them anything.
-          this.#currentTask.disable()
+          state.currentTask.disable()
         },
       },
       drainTimeoutMs,
     )
-  }
-
-  #busy(except: TaskSet): number {
-    let busy = 0
-    for (const consumer of this.#consumers) busy += consumer.busy(except)
-    return busy
-  }
-
-  #assertOpen(): void {
-    if (this.#closing !== undefined) throw new ClosedError()
-  }
-
-  /** Publishes go through until closing has drained the handlers that may be making them. */
-  #assertCanPublish(): void {
-    if (this.#publishingClosed) throw new ClosedError()
-  }
-
-  #reportError(error: unknown, context: string): void {
-    try {
-      this.#onError?.(error, context)
-    } catch {
-      // A failing error hook must not take the engine down with it.
-    }
-  }
-
-  #onTransportEvent(event: TransportEvent): void {
-    if (event.type === 'disconnected') {
-      for (const consumer of this.#consumers) consumer.connectionLost()
-      this.#reportError(
-        event.error ?? new AceMqError('connection lost', { code: ErrorCodes.CONNECTION_DOWN }),
-        'the connection was lost; recovering',
-      )
-    }
-  }
-
-  get #messagingHost(): MessagingHost {
-    // The publisher's view underneath (not spread: its getters are read at use, not now).
-    const host: MessagingHost = Object.create(this.#publisherHost) as MessagingHost
-    return Object.assign(host, {
-      consume: <T>(queue: string, options: ConsumerOptions, handler: Handler<T>) =>
-        this.consume(queue, options, handler),
-      registerHealth: (contributor: HealthContributor) => this.registerHealth(contributor),
-      reportError: (error: unknown, context: string) => this.#reportError(error, context),
-    })
-  }
-
-  get #publisherHost(): PublisherHost {
-    // A view, not a copy: pause flags and instrumentation are read at send time.
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const mq = this
-    return {
-      transport: this.transport,
-      codecs: this.#codecs,
-      origin: this.#origin,
-      get instrumentation() {
-        return mq.#instrumentation
-      },
-      get publishingPaused() {
-        return mq.#publishingPaused
-      },
-      get interceptors() {
-        return mq.#interceptors
-      },
-      assertOpen: () => this.#assertCanPublish(),
-      reportError: (error, context) => this.#reportError(error, context),
-      schedule: (delay, exchange, routingKey, payload, options) =>
-        this.scheduler().in(delay, exchange, routingKey, payload, options),
-    }
-  }
-
-  get #consumerHost(): ConsumerHost {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const mq = this
-    return {
-      transport: this.transport,
-      codecs: this.#codecs,
-      origin: this.#origin,
-      currentTask: this.#currentTask,
-      closingSignal: this.#closingController.signal,
-      get instrumentation() {
-        return mq.#instrumentation
-      },
-      get consumingPaused() {
-        return mq.#consumingPaused
-      },
-      get interceptors() {
-        return mq.#interceptors
-      },
-      inFlightChanged: (delta) => {
-        this.#inFlight += delta
-        // Only a drain is ever waiting: skip the copy on every other message.
-        if (delta < 0 && this.#idleWaiters.size > 0) {
-          for (const check of [...this.#idleWaiters]) check()
-        }
-      },
-      consumerClosed: (consumer) => {
-        this.#consumers.delete(consumer)
-      },
-      reportError: (error, context) => this.#reportError(error, context),
-      deadLettered: (report) => this.#onDeadLetter(report),
-      insideWaits: this.#inside,
-      enterInside: (task) => this.#enterInside(task),
-      leaveInside: (task) => this.#leaveInside(task),
-    }
   }
 }

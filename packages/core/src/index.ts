@@ -1,7 +1,31 @@
+/**
+ * `@acemq/core`: what an application names — the connection, consuming and publishing, the
+ * codecs, the stores it passes in, the features built on the engine, health, shutdown and the
+ * errors it catches. What only the author of a transport, a store, a health endpoint or a
+ * telemetry bridge needs (the `Transport` seam and its types, the wire headers and queue
+ * names, the defaults, the argument checks) is in `@acemq/core/spi` (docs/design.md §1).
+ *
+ * @example
+ * ```ts
+ * import { AceMq, ConsumerOptions, InMemoryTransport, RetryPolicy, Topology } from '@acemq/core'
+ * ```
+ *
+ * @packageDocumentation
+ */
+
+// The connection.
 export { AceMq, type AceMqOptions, type CloseOptions } from './ace-mq.js'
-export * from './constants.js'
-export * from './duration.js'
-export * from './error-codes.js'
+export type { Duration } from './duration.js'
+export {
+  InMemoryTransport,
+  type InMemoryTransportOptions,
+} from './transport/in-memory/in-memory-transport.js'
+export { Topology, type QueueOptions } from './topology/topology.js'
+export { RetryPolicy } from './retry/retry-policy.js'
+export { deadLetterQueueName, parkedQueueName } from './retry/queue-names.js'
+
+// Errors: one root with a stable code, and the subclasses an application catches.
+export { ErrorCodes, errorCodeOf, type ErrorCode } from './error-codes.js'
 export {
   AceMqError,
   ClosedError,
@@ -10,15 +34,15 @@ export {
   FatalError,
   PublishFailedError,
   PublishingPausedError,
-  UNENCODABLE,
   UnroutableError,
-  describeError,
 } from './errors.js'
-export { Ack, isAckResult, type AckResult } from './consumer/ack.js'
+
+// Consuming.
+export { Ack, type AckResult } from './consumer/ack.js'
 export { ConsumerOptions } from './consumer/consumer-options.js'
 export type { Consumer } from './consumer/consumer.js'
 export type { Handler, HandlerContext, Message } from './consumer/message.js'
-export type { DeadLetterOutcome, DeadLetterReport, OnDeadLetter } from './consumer/dead-letter.js'
+export type { DeadLetterReport, OnDeadLetter } from './consumer/dead-letter.js'
 export type {
   BeforeHandleResult,
   ConsumeInterceptor,
@@ -27,122 +51,63 @@ export type {
   PublishChanges,
   PublishInterceptor,
 } from './consumer/interceptor.js'
-export * from './codec/codec.js'
-export * from './codec/codec-registry.js'
+
+// Publishing, and what a message carries.
+export { Publisher, type PublisherOptions, type SendOptions } from './publisher/publisher.js'
+export type { Envelope } from './envelope/envelope.js'
+export type { HeaderValue, Headers } from './headers/header-values.js'
+
+// Codecs and payloads.
+export { bytesCodec, jsonCodec, textCodec, type Codec } from './codec/codec.js'
+export { CodecRegistry } from './codec/codec-registry.js'
 export {
   ENCRYPTED_CONTENT_TYPE,
   encryptedCodec,
   type EncryptedCodecOptions,
 } from './codec/encrypted-codec.js'
 export { KeyRing } from './codec/key-ring.js'
-export {
-  DEFAULT_CLAIM_CHECK_RETENTION,
-  DEFAULT_CLAIM_CHECK_THRESHOLD,
-  claimCheckCodec,
-  type ClaimCheckCodecOptions,
-} from './claim-check/claim-check-codec.js'
+export { claimCheckCodec, type ClaimCheckCodecOptions } from './claim-check/claim-check-codec.js'
 export type { ClaimCheckStore } from './claim-check/claim-check-store.js'
 export { FileClaimCheckStore } from './claim-check/file-claim-check-store.js'
-export * from './envelope/envelope.js'
+export type { StandardSchemaV1 } from './schema/standard-schema.js'
+export { SchemaValidationError, withSchema } from './schema/schema-validation.js'
+
+// Idempotency.
+export type { ClaimResult, IdempotencyStore } from './idempotency/idempotency-store.js'
 export {
-  toHealthJson,
-  type HealthContributor,
-  type HealthJson,
-  type HealthReport,
-  type HealthResult,
-  type HealthSource,
-  type HealthStatus,
-} from './health/health.js'
-export type {
-  ClaimResult,
-  ClaimingIdempotencyStore,
-  IdempotencyStore,
-} from './idempotency/idempotency-store.js'
-export * from './idempotency/in-memory-idempotency-store.js'
-export { Publisher, type PublisherOptions, type SendOptions } from './publisher/publisher.js'
-export * from './outbox/outbox-record.js'
+  InMemoryIdempotencyStore,
+  type InMemoryIdempotencyStoreOptions,
+} from './idempotency/in-memory-idempotency-store.js'
+
+// The transactional outbox.
+export { OutboxRecord, type OutboxRecordOptions } from './outbox/outbox-record.js'
+export type { OutboxStore } from './outbox/outbox-store.js'
 export {
-  DEFAULT_OUTBOX_MAX_ATTEMPTS,
-  DEFAULT_OUTBOX_TABLE,
-  type OutboxFailOptions,
-  type OutboxFailure,
-  type OutboxStats,
-  type OutboxStore,
-  type RetiredOutboxRecord,
-  type StoredOutboxRecord,
-} from './outbox/outbox-store.js'
-export * from './outbox/in-memory-outbox-store.js'
-export {
-  OutboxRelay,
-  DEFAULT_OUTBOX_BATCH,
-  DEFAULT_OUTBOX_LAG_THRESHOLD,
-  DEFAULT_OUTBOX_LEASE,
-  DEFAULT_OUTBOX_MAX_RETRY_DELAY,
-  DEFAULT_OUTBOX_POLL,
-  DEFAULT_OUTBOX_RETRY_DELAY,
-  type OutboxRelayOptions,
-} from './outbox/outbox-relay.js'
+  InMemoryOutboxStore,
+  type InMemoryOutboxStoreOptions,
+} from './outbox/in-memory-outbox-store.js'
+export { OutboxRelay, type OutboxRelayOptions } from './outbox/outbox-relay.js'
+
+// Replay.
 export {
   Replay,
   ReplayStoppedError,
-  LEGACY_REPLAY_COUNT_HEADER,
-  REPLAY_COUNT_HEADER,
-  REPLAYED_AT_HEADER,
-  REPLAYED_FROM_HEADER,
   type PeekOptions,
   type ReplayMessage,
   type ReplayProgress,
   type ReplayRunOptions,
 } from './replay/replay.js'
-export type { GiveBack } from './replay/queue-reader.js'
-export { OrderedConsumer } from './ordered/ordered-consumer.js'
-export {
-  OrderedQueue,
-  OrderedQueueBuilder,
-  DEFAULT_ORDERED_ATTEMPTS,
-  DEFAULT_ORDERED_RETRY_DELAY,
-  ORDERED_KEY_HEADER,
-  type FailureMode,
-  type OnFailureOptions,
-} from './ordered/ordered-queue.js'
-export {
-  DEFAULT_PARTITIONS,
-  MAX_PARTITIONS,
-  partitionFor,
-  partitionHash,
-} from './ordered/partition.js'
-export {
-  MAX_BROKER_WAIT,
-  deadLetterQueueName,
-  parkedQueueName,
-  rungQueueName,
-} from './retry/queue-names.js'
+
+// Ordered queues and pipelines.
+export { OrderedQueue, type FailureMode, type OnFailureOptions } from './ordered/ordered-queue.js'
 export { Pipeline } from './pipeline/pipeline.js'
 export {
-  PipelineBuilder,
   type PipelineBuildOptions,
   type StepContext,
   type StepFunction,
 } from './pipeline/pipeline-builder.js'
-export { ROUTE_HEADERS, readRoute, routeHeaders, type Route } from './pipeline/route.js'
-export * from './retry/retry-policy.js'
-export {
-  DEFAULT_SCHEDULE_PREFETCH,
-  Scheduler,
-  type DeliverOptions,
-  type ScheduleOptions,
-} from './scheduler/scheduler.js'
-export {
-  SCHEDULE_DUE_QUEUE,
-  SCHEDULE_EXCHANGE,
-  SCHEDULE_HEADERS,
-  SCHEDULE_RETRY_MS,
-  SCHEDULE_RUNGS,
-  SMALLEST_RUNG_MS,
-  rungFor,
-  scheduleDeclarations,
-  type ScheduleRung,
-} from './scheduler/schedule-ladder.js'
+
+// Request/reply and the scheduler.
 export {
   Requester,
   RequestTimeoutError,
@@ -152,39 +117,29 @@ export {
   type RequesterOptions,
 } from './request-reply/requester.js'
 export { Responder, type RespondHandler, type RespondOptions } from './request-reply/responder.js'
-export {
-  DEFAULT_REQUEST_TIMEOUT,
-  REPLY_QUEUE_EXPIRES,
-  REPLY_QUEUE_PREFIX,
-  REPLY_TO_HEADER,
-} from './request-reply/reply-wire.js'
-export type { StandardSchemaV1 } from './schema/standard-schema.js'
-export {
-  MAX_ISSUES_REASON_LENGTH,
-  MAX_LISTED_ISSUES,
-  SchemaValidationError,
-  describeIssues,
-  withSchema,
-} from './schema/schema-validation.js'
-export * from './telemetry/instrumentation.js'
-export * from './shutdown/shutdown-on-signals.js'
-export { Topology, type QueueOptions } from './topology/topology.js'
-export {
-  DEFAULT_QUORUM_DELIVERY_LIMIT,
-  InMemoryTransport,
-  type InMemoryTransportOptions,
-  type SimulatedConnection,
-  type StoredMessage,
-} from './transport/in-memory/in-memory-transport.js'
-export type * from './transport/transport.js'
-export * from './archive/archive-store.js'
+export { Scheduler, type DeliverOptions, type ScheduleOptions } from './scheduler/scheduler.js'
+
+// Dead letters kept off the broker: the opt-in archive an operator works from.
 export {
   ArchiveReplayError,
-  DEFAULT_ARCHIVE_PREFETCH,
-  DEFAULT_ARCHIVE_RETRY_DELAY_MS,
   DeadLetterArchive,
   type ArchiveActionOptions,
   type ArchiveActionResult,
-  type ArchiveCollector,
-  type DeadLetterArchiveOptions,
 } from './archive/dead-letter-archive.js'
+export type { DeadLetterArchiveStore } from './archive/archive-store.js'
+
+// Health, telemetry and shutdown.
+export {
+  toHealthJson,
+  type HealthContributor,
+  type HealthJson,
+  type HealthReport,
+  type HealthResult,
+  type HealthStatus,
+} from './health/health.js'
+export type { Instrumentation } from './telemetry/instrumentation.js'
+export {
+  shutdownOnSignals,
+  type ShutdownOptions,
+  type ShutdownResult,
+} from './shutdown/shutdown-on-signals.js'

@@ -18,13 +18,15 @@ import {
   Topology,
   UnroutableError,
   errorCodeOf,
-  isErrorCode,
-  readEnvelope,
   type ClaimResult,
   type ErrorCode,
+} from '../src/index.js'
+import {
+  isErrorCode,
+  readEnvelope,
   type OutgoingMessage,
   type TransportPublishOptions,
-} from '../src/index.js'
+} from '../src/spi.js'
 
 /**
  * What another installed copy of `@acemq/core` throws: classes of its own (so `instanceof`

@@ -1,5 +1,5 @@
-import { ConfigurationError, type HealthSource } from '@acemq/core'
-import { healthAnswer } from '@acemq/core/spi'
+import { ConfigurationError } from '@acemq/core'
+import { healthAnswer, type HealthSource } from '@acemq/core/spi'
 
 /**
  * The path {@link acemqHealth} answers on unless told otherwise: `/acemq-health`.

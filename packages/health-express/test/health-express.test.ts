@@ -1,5 +1,6 @@
 import http from 'node:http'
-import { ConfigurationError, type HealthSource } from '@acemq/core'
+import { ConfigurationError } from '@acemq/core'
+import { type HealthSource } from '@acemq/core/spi'
 import { describe, expect, it } from 'vitest'
 import { getJson, healthEndpointContract, useInMemoryConnection } from '@acemq/testing'
 import { acemqHealth, acemqHealthHandler } from '../src/index.js'

@@ -1,5 +1,5 @@
-import { ConfigurationError, type HealthSource } from '@acemq/core'
-import { healthAnswer } from '@acemq/core/spi'
+import { ConfigurationError } from '@acemq/core'
+import { healthAnswer, type HealthSource } from '@acemq/core/spi'
 import type { FastifyPluginAsync } from 'fastify'
 import fastifyPlugin from 'fastify-plugin'
 

@@ -6,12 +6,11 @@ import {
   type ConsumerOptions,
   type Handler,
   type HealthResult,
-  type HealthSource,
   type PublisherOptions,
   type SendOptions,
   type Publisher,
 } from '@acemq/core'
-import { redactCredentials } from '@acemq/core/spi'
+import { redactCredentials, type HealthSource } from '@acemq/core/spi'
 import type { ResolvedConnectionOptions } from './module-options.js'
 
 /** A consumer the module starts once the connection is made. */

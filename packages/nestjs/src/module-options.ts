@@ -1,7 +1,5 @@
 import {
   ConfigurationError,
-  DEFAULT_DRAIN_TIMEOUT,
-  toMillis,
   Topology,
   type AceMq,
   type Duration,
@@ -9,6 +7,7 @@ import {
   type Instrumentation,
   type PublisherOptions,
 } from '@acemq/core'
+import { DEFAULT_DRAIN_TIMEOUT, toMillis } from '@acemq/core/spi'
 
 /**
  * The name of the connection a module, a consumer or an injection means when it names none:

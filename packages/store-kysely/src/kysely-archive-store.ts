@@ -1,14 +1,13 @@
 import { sql, type QueryExecutor, type RawBuilder } from 'kysely'
+import { ConfigurationError, type DeadLetterArchiveStore } from '@acemq/core'
 import {
-  ConfigurationError,
   DEFAULT_ARCHIVE_TABLE,
   type ArchiveAuditEntry,
   type ArchiveFilter,
   type ArchiveMark,
   type ArchivePage,
   type ArchivedMessage,
-  type DeadLetterArchiveStore,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import {
   ARCHIVE_COLUMNS,
   archiveAuditFromRow,

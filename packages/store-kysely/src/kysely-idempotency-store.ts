@@ -4,14 +4,24 @@ import {
   AceMqError,
   ClosedError,
   ConfigurationError,
-  DEFAULT_CLAIM_TIMEOUT,
-  DEFAULT_IDEMPOTENCY_RETENTION,
   ErrorCodes,
   type ClaimResult,
-  type ClaimingIdempotencyStore,
   type Duration,
   type HealthContributor,
 } from '@acemq/core'
+import {
+  assertIdempotencyKey as assertId,
+  assertOwnerToken,
+  DEFAULT_CLAIM_TIMEOUT,
+  DEFAULT_IDEMPOTENCY_RETENTION,
+  functionOption as fn,
+  parseTableName,
+  positiveMillis,
+  PurgeCadence,
+  reportPurgeFailure,
+  storeHealthContributor,
+  type ClaimingIdempotencyStore,
+} from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { createTableSql } from './create-table-sql.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
@@ -24,16 +34,6 @@ import {
   type Statements,
 } from './idempotency-statements.js'
 import { explainTableTrouble } from './idempotency-table-check.js'
-import {
-  PurgeCadence,
-  assertIdempotencyKey as assertId,
-  assertOwnerToken,
-  functionOption as fn,
-  parseTableName,
-  positiveMillis,
-  reportPurgeFailure,
-  storeHealthContributor,
-} from '@acemq/core/spi'
 import { Batch } from './internal/batch.js'
 import type { Prepared } from './internal/prepared.js'
 import { queryExecutor } from './internal/executor.js'

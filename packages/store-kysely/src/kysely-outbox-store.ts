@@ -3,22 +3,18 @@ import { CompiledQuery, sql, type QueryExecutor, type RawBuilder } from 'kysely'
 import {
   AceMqError,
   ConfigurationError,
-  DEFAULT_OUTBOX_MAX_ATTEMPTS,
-  DEFAULT_OUTBOX_TABLE,
   ErrorCodes,
   OutboxRecord,
-  toMillis,
   type Duration,
-  type OutboxFailOptions,
-  type OutboxFailure,
-  type OutboxStats,
   type OutboxStore,
-  type RetiredOutboxRecord,
-  type StoredOutboxRecord,
 } from '@acemq/core'
 import {
   assertClaimBatch,
   assertRenew,
+  DEFAULT_OUTBOX_MAX_ATTEMPTS,
+  DEFAULT_OUTBOX_TABLE,
+  functionOption as fn,
+  integerAtLeast,
   outboxColumns,
   outboxFailOptions,
   outboxIds,
@@ -26,13 +22,19 @@ import {
   outboxReason,
   outboxRecordFromRow,
   outboxTableTrouble,
+  parseTableName,
   retiredOutboxRecordFromRow,
+  toMillis,
+  type OutboxFailOptions,
+  type OutboxFailure,
   type OutboxRow,
+  type OutboxStats,
+  type RetiredOutboxRecord,
+  type StoredOutboxRecord,
 } from '@acemq/core/spi'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import { compile, run, type Compiled } from './internal/prepared.js'
 import { queryExecutor } from './internal/executor.js'
-import { functionOption as fn, integerAtLeast, parseTableName } from '@acemq/core/spi'
 import type { KyselyDatabase } from './kysely-database.js'
 import { createOutboxTableSql } from './outbox-table-sql.js'
 

@@ -1,10 +1,8 @@
 import { sql } from 'kysely'
-import { DEFAULT_OUTBOX_TABLE } from '@acemq/core'
-import { outboxTableStatements } from '@acemq/core/spi'
+import { DEFAULT_OUTBOX_TABLE, outboxTableStatements, parseTableName } from '@acemq/core/spi'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 import type { IdempotencyMigration } from './idempotency-migration.js'
 import { executorProvider } from './internal/executor.js'
-import { parseTableName } from '@acemq/core/spi'
 
 /**
  * A migration that creates the outbox table and its indexes (the same DDL as

@@ -1,5 +1,4 @@
-import { DEFAULT_OUTBOX_TABLE } from '@acemq/core'
-import { outboxTableStatements } from '@acemq/core/spi'
+import { DEFAULT_OUTBOX_TABLE, outboxTableStatements } from '@acemq/core/spi'
 import { checkDialect, type IdempotencyDialect } from './idempotency-dialect.js'
 
 /**

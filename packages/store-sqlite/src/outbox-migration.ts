@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { DEFAULT_OUTBOX_TABLE } from '@acemq/core'
+import { DEFAULT_OUTBOX_TABLE } from '@acemq/core/spi'
 import { sqliteOutboxTable } from './internal/outbox-table-sql.js'
 
 /**

@@ -1,14 +1,13 @@
 import type Sqlite from 'better-sqlite3'
+import { ConfigurationError, type DeadLetterArchiveStore } from '@acemq/core'
 import {
-  ConfigurationError,
   DEFAULT_ARCHIVE_TABLE,
   type ArchiveAuditEntry,
   type ArchiveFilter,
   type ArchiveMark,
   type ArchivePage,
   type ArchivedMessage,
-  type DeadLetterArchiveStore,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import {
   ARCHIVE_COLUMNS,
   archiveAuditFromRow,

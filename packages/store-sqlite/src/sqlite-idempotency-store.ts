@@ -4,31 +4,29 @@ import {
   AceMqError,
   ClosedError,
   ConfigurationError,
-  DEFAULT_CLAIM_TIMEOUT,
-  DEFAULT_IDEMPOTENCY_RETENTION,
   ErrorCodes,
-  toMillis,
   type ClaimResult,
-  type ClaimingIdempotencyStore,
   type Duration,
   type HealthContributor,
 } from '@acemq/core'
 import {
-  PurgeCadence,
+  assertIdempotencyKey as assertId,
+  assertOwnerToken,
+  DEFAULT_CLAIM_TIMEOUT,
+  DEFAULT_IDEMPOTENCY_RETENTION,
   foreignIdempotencyTable,
+  functionOption as fn,
   parseTableName,
+  positiveMillis,
+  PurgeCadence,
   reportPurgeFailure,
   storeHealthContributor,
+  toMillis,
+  type ClaimingIdempotencyStore,
 } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { openDatabase } from './internal/database.js'
 import { sqliteTable, type SqliteTable } from './internal/table-sql.js'
-import {
-  assertIdempotencyKey as assertId,
-  assertOwnerToken,
-  functionOption as fn,
-  positiveMillis,
-} from '@acemq/core/spi'
 
 /**
  * Options of {@link SqliteIdempotencyStore}.

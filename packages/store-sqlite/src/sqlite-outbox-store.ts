@@ -1,22 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import Sqlite from 'better-sqlite3'
-import {
-  ConfigurationError,
-  DEFAULT_OUTBOX_MAX_ATTEMPTS,
-  DEFAULT_OUTBOX_TABLE,
-  OutboxRecord,
-  toMillis,
-  type Duration,
-  type OutboxFailOptions,
-  type OutboxFailure,
-  type OutboxStats,
-  type OutboxStore,
-  type RetiredOutboxRecord,
-  type StoredOutboxRecord,
-} from '@acemq/core'
+import { ConfigurationError, OutboxRecord, type Duration, type OutboxStore } from '@acemq/core'
 import {
   assertClaimBatch,
   assertRenew,
+  DEFAULT_OUTBOX_MAX_ATTEMPTS,
+  DEFAULT_OUTBOX_TABLE,
+  functionOption as fn,
+  integerAtLeast,
   outboxColumns,
   outboxFailOptions,
   outboxIds,
@@ -25,11 +16,16 @@ import {
   outboxRecordFromRow,
   outboxTableTrouble,
   retiredOutboxRecordFromRow,
+  toMillis,
+  type OutboxFailOptions,
+  type OutboxFailure,
   type OutboxRow,
+  type OutboxStats,
+  type RetiredOutboxRecord,
+  type StoredOutboxRecord,
 } from '@acemq/core/spi'
 import { isDatabase, openDatabase } from './internal/database.js'
 import { sqliteOutboxTable, type SqliteOutboxTable } from './internal/outbox-table-sql.js'
-import { functionOption as fn, integerAtLeast } from '@acemq/core/spi'
 
 /**
  * Options of {@link SqliteOutboxStore}.

@@ -2,29 +2,95 @@
 // scenarios every transport passes, the health-endpoint contract, and the service checks.
 // The suites are written for vitest; ./helpers (the service checks, eventually() and the
 // RecordingTransport) needs no test runner.
-export * from './services/services.js'
-export * from './helpers/eventually.js'
-export * from './stores/idempotency-conformance.js'
-export * from './stores/outbox-conformance.js'
-export * from './stores/family-tables.js'
-export * from './stores/store-readiness.js'
-export * from './transport/engine-scenarios.js'
-export * from './transport/edge-scenarios.js'
-export * from './transport/shutdown-scenarios.js'
-export * from './transport/idempotency-scenarios.js'
-export * from './transport/ordered-scenarios.js'
-export * from './transport/replay-scenarios.js'
-export * from './transport/pipeline-scenarios.js'
-export * from './transport/outbox-scenarios.js'
-export * from './transport/interceptor-scenarios.js'
-export * from './transport/dead-letter-scenarios.js'
-export * from './transport/request-reply-scenarios.js'
-export * from './transport/scheduler-scenarios.js'
-export * from './transport/transport-parity.js'
-export * from './transport/error-code-parity.js'
-export * from './transport/recording-transport.js'
-export * from './transport/in-memory-target.js'
-export * from './health/health-endpoint-contract.js'
-export * from './health/ordered-health.js'
-export * from './stores/claim-check-conformance.js'
-export * from './stores/archive-conformance.js'
+export {
+  AMQP_URL,
+  DATABASE_URL,
+  MYSQL_URL,
+  REDIS_URL,
+  requireMysql,
+  requirePostgres,
+  requireRabbit,
+  requireRedis,
+  requireService,
+  SKIP_SERVICES_VARIABLE,
+  skippingMissingServices,
+  uniqueName,
+} from './services/services.js'
+export { eventually } from './helpers/eventually.js'
+export {
+  idempotencyStoreConformance,
+  type ConformanceFactory,
+  type ConformanceFixture,
+  type ConformanceStoreOptions,
+} from './stores/idempotency-conformance.js'
+export {
+  outboxStoreConformance,
+  type OutboxConformanceFactory,
+  type OutboxConformanceFixture,
+  type OutboxConformanceOptions,
+} from './stores/outbox-conformance.js'
+export {
+  familyTableScenarios,
+  type FamilyTableDialect,
+  type FamilyTableFixture,
+} from './stores/family-tables.js'
+export {
+  storeReadinessScenarios,
+  type ReadinessFixture,
+  type ReadinessStore,
+} from './stores/store-readiness.js'
+export {
+  closeScenario,
+  engineScenarios,
+  openScenario,
+  type BrokerProbe,
+  type InspectedMessage,
+  type ScenarioConnection,
+  type ScenarioTarget,
+} from './transport/engine-scenarios.js'
+export { edgeScenarios } from './transport/edge-scenarios.js'
+export { shutdownScenarios } from './transport/shutdown-scenarios.js'
+export {
+  BasicOnlyStore,
+  FailingReleaseStore,
+  idempotencyScenarios,
+} from './transport/idempotency-scenarios.js'
+export {
+  accountOn,
+  accountsCovering,
+  orderedScenarios,
+  OrderLog,
+  type Entry,
+} from './transport/ordered-scenarios.js'
+export { replayScenarios } from './transport/replay-scenarios.js'
+export { pipelineScenarios } from './transport/pipeline-scenarios.js'
+export { outboxScenarios, outboxStoreReplacing } from './transport/outbox-scenarios.js'
+export { interceptorScenarios } from './transport/interceptor-scenarios.js'
+export { deadLetterScenarios } from './transport/dead-letter-scenarios.js'
+export { requestReplyScenarios } from './transport/request-reply-scenarios.js'
+export { schedulerScenarios } from './transport/scheduler-scenarios.js'
+export { transportParity, type ParityTarget } from './transport/transport-parity.js'
+export { errorCodeParity, type ErrorCodeTarget } from './transport/error-code-parity.js'
+export { RecordingTransport, type Settlement } from './transport/recording-transport.js'
+export { inMemoryTarget } from './transport/in-memory-target.js'
+export {
+  expectHeadAnswers,
+  getJson,
+  healthEndpointContract,
+  useInMemoryConnection,
+  type HealthBody,
+  type HealthEndpointFixture,
+  type InMemoryConnection,
+  type ServedHealth,
+} from './health/health-endpoint-contract.js'
+export { orderedHealthContract } from './health/ordered-health.js'
+export {
+  claimCheckStoreConformance,
+  type ClaimCheckConformanceFactory,
+  type ClaimCheckConformanceFixture,
+} from './stores/claim-check-conformance.js'
+export {
+  archiveStoreConformance,
+  type ArchiveConformanceFactory,
+  type ArchiveConformanceFixture,
+} from './stores/archive-conformance.js'

@@ -1,23 +1,19 @@
 import { hostname } from 'node:os'
+import { ClosedError, ConfigurationError, ErrorCodes } from '@acemq/core'
 import {
-  ClosedError,
-  ConfigurationError,
   DEFAULT_MAX_UNCONFIRMED,
-  ErrorCodes,
   describeError,
   toMillis,
-} from '@acemq/core'
-import type {
-  Declaration,
-  Delivery,
-  OutgoingMessage,
-  Transport,
-  TransportConsumeOptions,
-  TransportEvent,
-  TransportPublishOptions,
-  TransportState,
-  TransportSubscription,
-} from '@acemq/core'
+  type Declaration,
+  type Delivery,
+  type OutgoingMessage,
+  type Transport,
+  type TransportConsumeOptions,
+  type TransportEvent,
+  type TransportPublishOptions,
+  type TransportState,
+  type TransportSubscription,
+} from '@acemq/core/spi'
 import {
   DEFAULT_CONNECT_TIMEOUT,
   DEFAULT_HEARTBEAT,

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { ConnectionBlockedError, PublishFailedError } from '@acemq/core'
-import type { Declaration, SubscriptionStatus, TransportEvent } from '@acemq/core'
+import type { Declaration, SubscriptionStatus, TransportEvent } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { clearMemoryAlarm, raiseMemoryAlarm } from '../../../test-support/broker-faults.js'
 import { requireRabbit, uniqueName } from '@acemq/testing'

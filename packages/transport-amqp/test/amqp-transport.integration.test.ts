@@ -11,7 +11,7 @@ import {
   PublishFailedError,
   UnroutableError,
 } from '@acemq/core'
-import type { Declaration, SubscriptionStatus } from '@acemq/core'
+import type { Declaration, SubscriptionStatus } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'

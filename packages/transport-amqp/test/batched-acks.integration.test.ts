@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { AceMq, ConsumerOptions } from '@acemq/core'
-import type { Declaration, Delivery } from '@acemq/core'
+import type { Declaration, Delivery } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
 import { requireRabbit, uniqueName } from '@acemq/testing'

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { AceMq, Topology, readEnvelope } from '@acemq/core'
+import { AceMq, Topology } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { connect } from '../src/index.js'

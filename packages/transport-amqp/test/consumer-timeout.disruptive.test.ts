@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { SubscriptionStatus } from '@acemq/core'
+import type { SubscriptionStatus } from '@acemq/core/spi'
 import { startRabbitNode } from '../../../test-support/rabbitmq-node.js'
 import type { RabbitNode } from '../../../test-support/rabbitmq-node.js'
 import { requireRabbit, uniqueName } from '@acemq/testing'

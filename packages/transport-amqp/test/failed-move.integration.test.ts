@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { AceMq, Ack, ConsumerOptions, Topology, readEnvelope } from '@acemq/core'
+import { AceMq, Ack, ConsumerOptions, Topology } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { RecordingTransport, AMQP_URL, requireRabbit, uniqueName } from '@acemq/testing'
 import { AmqpTransport } from '../src/index.js'

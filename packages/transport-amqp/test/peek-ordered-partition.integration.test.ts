@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { AceMq, ErrorCodes, errorCodeOf, readEnvelope } from '@acemq/core'
+import { AceMq, ErrorCodes, errorCodeOf } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'
 import { eventually, requireRabbit, uniqueName, type Entry } from '@acemq/testing'

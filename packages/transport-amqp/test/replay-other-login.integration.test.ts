@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { AceMq, Topology, readEnvelope } from '@acemq/core'
+import { AceMq, Topology } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import { AmqpAdmin } from '../../../test-support/amqp-admin.js'
 import { rabbitmqctl } from '../../../test-support/broker-faults.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { AceMq, SCHEDULE_RUNGS, Topology } from '@acemq/core'
+import { AceMq, Topology } from '@acemq/core'
+import { SCHEDULE_RUNGS } from '@acemq/core/spi'
 import { AmqpTransport } from '@acemq/transport-amqp'
 import { amqpScenarioTarget } from '../../../test-support/amqp-target.js'
 import { BrokerVhost } from '../../../test-support/broker-vhost.js'

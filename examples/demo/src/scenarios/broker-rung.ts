@@ -1,4 +1,5 @@
-import { ConsumerOptions, RetryPolicy, rungQueueName } from '@acemq/core'
+import { ConsumerOptions, RetryPolicy } from '@acemq/core'
+import { rungQueueName } from '@acemq/core/spi'
 import type { DemoContext, Order, SummaryRow } from '../demo-context.js'
 import { ms, say } from '../print.js'
 

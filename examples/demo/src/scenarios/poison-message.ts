@@ -1,11 +1,5 @@
-import {
-  ConsumerOptions,
-  ENVELOPE_HEADERS,
-  RetryPolicy,
-  deadLetterQueueName,
-  headerInteger,
-  headerString,
-} from '@acemq/core'
+import { ConsumerOptions, RetryPolicy, deadLetterQueueName } from '@acemq/core'
+import { ENVELOPE_HEADERS, headerInteger, headerString } from '@acemq/core/spi'
 import type { DemoContext, Order, SummaryRow } from '../demo-context.js'
 import { say } from '../print.js'
 

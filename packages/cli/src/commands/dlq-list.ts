@@ -1,5 +1,5 @@
-import { ConfigurationError, type Transport } from '@acemq/core'
-import { validateQueueName } from '@acemq/core/spi'
+import { ConfigurationError } from '@acemq/core'
+import { validateQueueName, type Transport } from '@acemq/core/spi'
 import { queueLength } from '../connection.js'
 import { UsageError } from '../exit-codes.js'
 

@@ -1,5 +1,6 @@
 import type { Command } from 'commander'
-import { describeError, type HealthResult } from '@acemq/core'
+import { type HealthResult } from '@acemq/core'
+import { describeError } from '@acemq/core/spi'
 import { describeBroker } from '../broker.js'
 import { openConnection } from '../connection.js'
 import { EXIT_CODES } from '../exit-codes.js'

@@ -1,18 +1,15 @@
 import { Option, type Command } from 'commander'
+import { AceMqError, ErrorCodes } from '@acemq/core'
 import {
-  AceMqError,
   DEFAULT_OUTBOX_TABLE,
-  ErrorCodes,
   describeError,
-  type RetiredOutboxRecord,
-} from '@acemq/core'
-import {
   isMissingTableError,
   outboxReofferStatement,
   outboxRetiredStatement,
   retiredOutboxRecordFromRow,
   type OutboxRow,
   type OutboxStatement,
+  type RetiredOutboxRecord,
   type SqlDialect,
 } from '@acemq/core/spi'
 import { EXIT_CODES, UsageError } from '../exit-codes.js'

@@ -1,4 +1,5 @@
-import { ORDERED_KEY_HEADER, headerString, readRoute, type ReplayMessage } from '@acemq/core'
+import { type ReplayMessage } from '@acemq/core'
+import { ORDERED_KEY_HEADER, headerString, readRoute } from '@acemq/core/spi'
 import { humanDuration } from '../format.js'
 
 /** One peeked message as `dlq peek` shows it (and prints it with `--json`). */

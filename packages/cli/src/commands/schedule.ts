@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { SCHEDULE_DUE_QUEUE, SCHEDULE_RUNGS, formatDuration } from '@acemq/core'
+import { SCHEDULE_DUE_QUEUE, SCHEDULE_RUNGS, formatDuration } from '@acemq/core/spi'
 import { openConnection, queueLength } from '../connection.js'
 import { table } from '../format.js'
 import type { CommandContext } from '../program.js'

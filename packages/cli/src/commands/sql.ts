@@ -1,10 +1,10 @@
 import { Option, type Command } from 'commander'
-import { DEFAULT_OUTBOX_TABLE } from '@acemq/core'
 import {
   DEFAULT_IDEMPOTENCY_TABLE,
-  SQL_DIALECTS,
+  DEFAULT_OUTBOX_TABLE,
   idempotencyTableStatements,
   outboxTableStatements,
+  SQL_DIALECTS,
   sqlScript,
   type SqlDialect,
 } from '@acemq/core/spi'

@@ -1,5 +1,6 @@
 import type { Command } from 'commander'
-import { Topology, headerInteger, toMillis, type Declaration, type Duration } from '@acemq/core'
+import { Topology, type Duration } from '@acemq/core'
+import { headerInteger, toMillis, type Declaration } from '@acemq/core/spi'
 import { UsageError } from '../exit-codes.js'
 import type { CommandContext } from '../program.js'
 import { parseRetry } from '../retry-spec.js'

@@ -1,5 +1,5 @@
-import { ConfigurationError, describeError } from '@acemq/core'
-import { decodeFailure } from '@acemq/core/spi'
+import { ConfigurationError } from '@acemq/core'
+import { decodeFailure, describeError } from '@acemq/core/spi'
 import avro, { type Schema, type Type } from 'avsc'
 
 /** An Avro schema as JSON (`{ type: 'record', … }`) or a type avsc already built from one. */

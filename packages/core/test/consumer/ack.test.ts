@@ -1,12 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import {
-  Ack,
-  AceMq,
-  ConsumerOptions,
-  InMemoryTransport,
-  Topology,
-  isAckResult,
-} from '../../src/index.js'
+import { Ack, AceMq, ConsumerOptions, InMemoryTransport, Topology } from '../../src/index.js'
+import { isAckResult } from '../../src/spi.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

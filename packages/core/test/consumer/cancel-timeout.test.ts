@@ -6,10 +6,12 @@ import {
   InMemoryTransport,
   Topology,
   errorCodeOf,
+} from '../../src/index.js'
+import {
   type Delivery,
   type TransportConsumeOptions,
   type TransportSubscription,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 
 /** A broker whose `basic.cancel` is never answered; closing the channel still works. */
 class CancelNeverAnswers extends InMemoryTransport {

@@ -5,11 +5,9 @@ import {
   ErrorCodes,
   InMemoryIdempotencyStore,
   InMemoryTransport,
-  readEnvelope,
   type IdempotencyStore,
-  type OutgoingMessage,
-  type TransportPublishOptions,
 } from '../../src/index.js'
+import { readEnvelope, type OutgoingMessage, type TransportPublishOptions } from '../../src/spi.js'
 import { closeOnFakeClock, run, useFakeClock } from './fake-clock.js'
 
 // A pipeline step's consumer publishing the next step's message (the hop): what it does when

@@ -7,16 +7,18 @@ import {
   ErrorCodes,
   FatalError,
   InMemoryIdempotencyStore,
-  MAX_ID_BYTES,
   RetryPolicy,
   Topology,
-  readEnvelope,
-  type ClaimingIdempotencyStore,
   type Handler,
   type Instrumentation,
+} from '../../src/index.js'
+import {
+  MAX_ID_BYTES,
+  readEnvelope,
+  type ClaimingIdempotencyStore,
   type OutgoingMessage,
   type ProcessInfo,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 import { closeOnFakeClock, run, settled, useFakeClock } from './fake-clock.js'
 import { ManualDelivery, ManualTransport } from './manual-transport.js'
 

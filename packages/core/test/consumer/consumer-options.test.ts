@@ -3,11 +3,10 @@ import {
   Ack,
   ConfigurationError,
   ConsumerOptions,
-  DEFAULT_IN_PROGRESS_DELAY,
   InMemoryIdempotencyStore,
   RetryPolicy,
-  isAckResult,
 } from '../../src/index.js'
+import { DEFAULT_IN_PROGRESS_DELAY, isAckResult } from '../../src/spi.js'
 
 describe('ConsumerOptions', () => {
   it('starts from the documented defaults', () => {

@@ -8,6 +8,8 @@ import {
   ErrorCodes,
   InMemoryIdempotencyStore,
   Topology,
+} from '../../src/index.js'
+import {
   readEnvelope,
   type ClaimingIdempotencyStore,
   type Declaration,
@@ -16,7 +18,7 @@ import {
   type TransportSubscription,
   type OutgoingMessage,
   type TransportPublishOptions,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 import { START, closeOnFakeClock, run, useFakeClock } from './fake-clock.js'
 
 // What the consumer tells the application when something goes wrong (onError's context, the

@@ -7,11 +7,10 @@ import {
   InMemoryIdempotencyStore,
   InMemoryTransport,
   Topology,
-  readEnvelope,
-  type ClaimingIdempotencyStore,
   type HandlerContext,
   type Message,
 } from '../../src/index.js'
+import { readEnvelope, type ClaimingIdempotencyStore } from '../../src/spi.js'
 import { START, closeOnFakeClock, run, settled, useFakeClock } from './fake-clock.js'
 
 // The consumer's timed behaviour on a fake clock: the store retries' 100 ms / 500 ms / 2 s, the

@@ -5,8 +5,8 @@ import {
   ConsumerOptions,
   InMemoryTransport,
   Topology,
-  type InterceptorFailureInfo,
 } from '../../src/index.js'
+import { type InterceptorFailureInfo } from '../../src/spi.js'
 
 // What the shared interceptor scenarios (@acemq/testing) do not cover: bad input, telemetry of a
 // failed interceptor, and a beforePublish that throws or writes a reserved header.

@@ -1,8 +1,7 @@
+import { InMemoryTransport, type Headers } from '../../src/index.js'
 import {
-  InMemoryTransport,
   type Declaration,
   type Delivery,
-  type Headers,
   type MessageProperties,
   type OutgoingMessage,
   type SubscriptionStatus,
@@ -10,7 +9,7 @@ import {
   type TransportEvent,
   type TransportPublishOptions,
   type TransportSubscription,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 
 // A transport whose subscriptions a test drives by hand: it hands the consumer deliveries it
 // made itself (whose `settleable` it sets, whose settlements it records), reports a

@@ -3,12 +3,10 @@ import {
   Ack,
   ConfigurationError,
   ConsumerOptions,
-  DEFAULT_HELD_TIMEOUT,
-  DEFAULT_STORE_TIMEOUT,
   InMemoryIdempotencyStore,
-  isAckResult,
   type IdempotencyStore,
 } from '../../src/index.js'
+import { DEFAULT_HELD_TIMEOUT, DEFAULT_STORE_TIMEOUT, isAckResult } from '../../src/spi.js'
 
 // The exact limits of ConsumerOptions and Ack, each side of every bound, and the whole message
 // of each refusal (it names the argument and the value).

@@ -5,8 +5,8 @@ import {
   InMemoryIdempotencyStore,
   InMemoryTransport,
   Topology,
-  type ClaimingIdempotencyStore,
 } from '../../src/index.js'
+import { type ClaimingIdempotencyStore } from '../../src/spi.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

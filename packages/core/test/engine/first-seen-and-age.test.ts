@@ -8,9 +8,9 @@ import {
   InMemoryTransport,
   RetryPolicy,
   Topology,
-  readEnvelope,
   type Envelope,
 } from '../../src/index.js'
+import { readEnvelope } from '../../src/spi.js'
 import { START, closeOnFakeClock, run, useFakeClock } from '../consumer/fake-clock.js'
 
 // On a fake clock: every copy the engine writes is made at a known instant, so a first-seen

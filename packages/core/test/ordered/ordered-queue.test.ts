@@ -1,16 +1,12 @@
 import { describe, expect, it } from 'vitest'
+import { Ack, AceMq, ConfigurationError, InMemoryTransport, type OrderedQueue } from '@acemq/core'
 import {
-  Ack,
-  AceMq,
-  ConfigurationError,
   DEFAULT_ORDERED_ATTEMPTS,
   DEFAULT_ORDERED_RETRY_DELAY,
   DEFAULT_PARTITIONS,
-  InMemoryTransport,
+  healthAnswer,
   readEnvelope,
-  type OrderedQueue,
-} from '@acemq/core'
-import { healthAnswer } from '@acemq/core/spi'
+} from '@acemq/core/spi'
 import { eventually } from '@acemq/testing'
 
 interface Entry {

@@ -1,13 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import {
-  AceMq,
-  ConfigurationError,
-  InMemoryTransport,
-  MAX_PARTITIONS,
-  partitionFor,
-  partitionHash,
-} from '@acemq/core'
+import { AceMq, ConfigurationError, InMemoryTransport } from '@acemq/core'
+import { MAX_PARTITIONS, partitionFor, partitionHash } from '@acemq/core/spi'
 
 interface PartitionCase {
   readonly key: string

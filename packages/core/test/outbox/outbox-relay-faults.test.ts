@@ -7,9 +7,8 @@ import {
   PublishFailedError,
   Topology,
   errorCodeOf,
-  type OutgoingMessage,
-  type TransportPublishOptions,
 } from '../../src/index.js'
+import { type OutgoingMessage, type TransportPublishOptions } from '../../src/spi.js'
 import { outboxStoreReplacing } from '@acemq/testing'
 
 /**

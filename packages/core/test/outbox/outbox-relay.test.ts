@@ -5,10 +5,9 @@ import {
   InMemoryTransport,
   OutboxRecord,
   Topology,
-  readEnvelope,
   type Instrumentation,
-  type OutboxRelayInfo,
 } from '../../src/index.js'
+import { readEnvelope, type OutboxRelayInfo } from '../../src/spi.js'
 import { eventually, outboxStoreReplacing } from '@acemq/testing'
 
 describe('the outbox relay on the in-memory transport', () => {

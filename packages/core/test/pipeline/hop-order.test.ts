@@ -4,14 +4,16 @@ import {
   ErrorCodes,
   InMemoryIdempotencyStore,
   PublishFailedError,
-  type Declaration,
   InMemoryTransport,
+} from '../../src/index.js'
+import {
+  type Declaration,
   type Delivery,
   type OutgoingMessage,
   type TransportConsumeOptions,
   type TransportPublishOptions,
   type TransportSubscription,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 import { eventually } from '@acemq/testing'
 
 // A pipeline hop's order (docs/design.md §15): the next step's message confirmed, then the

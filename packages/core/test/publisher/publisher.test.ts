@@ -10,9 +10,9 @@ import {
   PublishingPausedError,
   Topology,
   UnroutableError,
-  readEnvelope,
   textCodec,
 } from '../../src/index.js'
+import { readEnvelope } from '../../src/spi.js'
 
 describe('Publisher on the in-memory transport', () => {
   let transport: InMemoryTransport

@@ -7,9 +7,9 @@ import {
   ReplayStoppedError,
   Topology,
   errorCodeOf,
-  type GiveBack,
-  type OutgoingMessage,
 } from '../../src/index.js'
+import type { GiveBack } from '../../src/spi.js'
+import { type OutgoingMessage } from '../../src/spi.js'
 
 /** An in-memory broker that keeps every message published through it. */
 class RecordingTransport extends InMemoryTransport {

@@ -4,13 +4,12 @@ import {
   ConsumerOptions,
   ErrorCodes,
   InMemoryIdempotencyStore,
-  REPLY_TO_HEADER,
   InMemoryTransport,
   Topology,
   errorCodeOf,
   type Instrumentation,
-  type RequestSettledInfo,
 } from '../../src/index.js'
+import { REPLY_TO_HEADER, type RequestSettledInfo } from '../../src/spi.js'
 
 describe('a requester on the in-memory transport', () => {
   let transport: InMemoryTransport

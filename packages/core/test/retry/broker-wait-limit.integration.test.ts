@@ -1,6 +1,7 @@
 import amqplib from 'amqplib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { AceMq, MAX_BROKER_WAIT, RetryPolicy, Topology, rungQueueName } from '@acemq/core'
+import { AceMq, RetryPolicy, Topology } from '@acemq/core'
+import { MAX_BROKER_WAIT, rungQueueName } from '@acemq/core/spi'
 import { AmqpTransport } from '@acemq/transport-amqp'
 import { BrokerVhost } from '../../../../test-support/broker-vhost.js'
 import { requireRabbit, uniqueName } from '@acemq/testing'

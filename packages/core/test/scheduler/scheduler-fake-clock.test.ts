@@ -1,12 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  AceMq,
-  InMemoryTransport,
-  SCHEDULE_RUNGS,
-  Topology,
-  rungFor,
-  scheduleDeclarations,
-} from '../../src/index.js'
+import { AceMq, InMemoryTransport, Topology } from '../../src/index.js'
+import { SCHEDULE_RUNGS, rungFor, scheduleDeclarations } from '../../src/spi.js'
 import { START, closeOnFakeClock, run, useFakeClock } from '../consumer/fake-clock.js'
 
 const DAY = 86_400_000

@@ -2,11 +2,10 @@ import { describe, expect, it } from 'vitest'
 import {
   ConfigurationError,
   ErrorCodes,
-  MAX_ISSUES_REASON_LENGTH,
   SchemaValidationError,
-  describeIssues,
   withSchema,
 } from '../../src/index.js'
+import { MAX_ISSUES_REASON_LENGTH, describeIssues } from '../../src/spi.js'
 
 describe('describeIssues', () => {
   it('writes each issue as its path and message, numbers as indexes and path segments by key', () => {

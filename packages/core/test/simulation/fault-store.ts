@@ -1,8 +1,5 @@
-import {
-  InMemoryIdempotencyStore,
-  type ClaimResult,
-  type ClaimingIdempotencyStore,
-} from '../../src/index.js'
+import { InMemoryIdempotencyStore, type ClaimResult } from '../../src/index.js'
+import { type ClaimingIdempotencyStore } from '../../src/spi.js'
 import type { VirtualClock } from './virtual-clock.js'
 
 /** The store calls a fault can hit. */

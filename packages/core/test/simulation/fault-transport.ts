@@ -1,9 +1,7 @@
+import { PublishFailedError, UnroutableError, type InMemoryTransport } from '../../src/index.js'
 import {
-  PublishFailedError,
-  UnroutableError,
   type Declaration,
   type Delivery,
-  type InMemoryTransport,
   type OutgoingMessage,
   type SubscriptionStatus,
   type Transport,
@@ -12,7 +10,7 @@ import {
   type TransportPublishOptions,
   type TransportState,
   type TransportSubscription,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 import type { VirtualClock } from './virtual-clock.js'
 
 /** Why a delivery can no longer be settled. */

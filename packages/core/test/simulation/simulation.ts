@@ -4,17 +4,16 @@ import {
   AceMq,
   ConsumerOptions,
   FatalError,
-  HANDLER_ABANDON_TIMEOUT,
   InMemoryTransport,
   RetryPolicy,
   Topology,
-  rungQueueName,
   type Consumer,
   type Headers,
   type Handler,
   type HandlerContext,
   type Message,
 } from '../../src/index.js'
+import { HANDLER_ABANDON_TIMEOUT, rungQueueName } from '../../src/spi.js'
 import { FaultStore, type ClaimRecord } from './fault-store.js'
 import {
   FaultTransport,

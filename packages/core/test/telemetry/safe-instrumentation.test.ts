@@ -7,8 +7,8 @@ import {
   RetryPolicy,
   Topology,
   type Instrumentation,
-  type ProcessScope,
 } from '../../src/index.js'
+import { type ProcessScope } from '../../src/spi.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

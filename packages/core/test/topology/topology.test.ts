@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigurationError, RetryPolicy, Topology, type Declaration } from '../../src/index.js'
-import { consumerDeclarations } from '../../src/spi.js'
+import { ConfigurationError, RetryPolicy, Topology } from '../../src/index.js'
+import { consumerDeclarations, type Declaration } from '../../src/spi.js'
 import { contractFixtures } from '../fixtures.js'
 
 const fixture = contractFixtures.topology

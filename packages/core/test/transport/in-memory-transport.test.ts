@@ -7,13 +7,15 @@ import {
   PublishFailedError,
   Topology,
   UnroutableError,
+  type Headers,
+} from '../../src/index.js'
+import {
   type Declaration,
   type Delivery,
-  type Headers,
   type OutgoingMessage,
   type SubscriptionStatus,
   type TransportEvent,
-} from '../../src/index.js'
+} from '../../src/spi.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 

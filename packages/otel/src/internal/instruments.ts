@@ -6,7 +6,7 @@ import type {
   ObservableGauge,
   Tracer,
 } from '@opentelemetry/api'
-import type { ConsumeOutcome, PublishOutcome } from '@acemq/core'
+import type { ConsumeOutcome, PublishOutcome } from '@acemq/core/spi'
 import { ACEMQ_LABELS, ACEMQ_METRICS } from '../names.js'
 
 /**

@@ -6,8 +6,8 @@ import {
   trace,
   type Attributes,
 } from '@opentelemetry/api'
+import type { Instrumentation } from '@acemq/core'
 import type {
-  Instrumentation,
   InterceptorFailureInfo,
   OutboxRelayInfo,
   PipelineRunInfo,
@@ -17,7 +17,7 @@ import type {
   ProcessScope,
   PublishInfo,
   PublishScope,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import { ACEMQ_ATTRIBUTES, ACEMQ_LABELS } from '../names.js'
 import { headerGetter, headerSetter } from './header-carrier.js'
 import type { Instruments } from './instruments.js'

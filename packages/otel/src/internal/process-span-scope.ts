@@ -1,5 +1,5 @@
 import { SpanStatusCode, context, type Context, type Span } from '@opentelemetry/api'
-import type { ConsumeOutcome, ProcessScope } from '@acemq/core'
+import type { ConsumeOutcome, ProcessScope } from '@acemq/core/spi'
 import { ACEMQ_ATTRIBUTES, ACEMQ_EVENTS } from '../names.js'
 import { recordError } from './error-details.js'
 import type { Instruments, QueueRecord } from './instruments.js'

@@ -1,5 +1,5 @@
 import type { Span } from '@opentelemetry/api'
-import type { PublishOutcome, PublishScope } from '@acemq/core'
+import type { PublishOutcome, PublishScope } from '@acemq/core/spi'
 import { ACEMQ_ATTRIBUTES } from '../names.js'
 import { recordError } from './error-details.js'
 import type { Instruments, Route } from './instruments.js'

@@ -1,4 +1,5 @@
-import { AceMq, InMemoryTransport, toHealthJson, type HealthSource } from '@acemq/core'
+import { AceMq, InMemoryTransport, toHealthJson } from '@acemq/core'
+import { type HealthSource } from '@acemq/core/spi'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 /** A web server serving a health source through the adapter under test. */

@@ -1,10 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import {
-  DeadLetterArchive,
-  InMemoryTransport,
-  type ArchivedMessage,
-  type DeadLetterArchiveStore,
-} from '@acemq/core'
+import { DeadLetterArchive, InMemoryTransport, type DeadLetterArchiveStore } from '@acemq/core'
+import type { ArchivedMessage } from '@acemq/core/spi'
 import { decodeWireJson, encodeWireJson } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 

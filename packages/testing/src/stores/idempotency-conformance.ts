@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import type { ClaimingIdempotencyStore, IdempotencyStore } from '@acemq/core'
-import { claimWith } from '@acemq/core/spi'
+import type { IdempotencyStore } from '@acemq/core'
+import { claimWith, type ClaimingIdempotencyStore } from '@acemq/core/spi'
 
 /** What a conformance run is given to build the store under test. */
 export interface ConformanceStoreOptions {

@@ -4,9 +4,9 @@ import {
   ConsumerOptions,
   InMemoryTransport,
   Topology,
-  type ClaimingIdempotencyStore,
   type HealthContributor,
 } from '@acemq/core'
+import { type ClaimingIdempotencyStore } from '@acemq/core/spi'
 
 /** A store that can say whether it is ready: its table exists and answers. */
 export interface ReadinessStore extends ClaimingIdempotencyStore {

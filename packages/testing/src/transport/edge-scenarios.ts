@@ -4,11 +4,10 @@ import {
   ConsumerOptions,
   InMemoryIdempotencyStore,
   Topology,
-  readEnvelope,
   type AceMq,
-  type ClaimingIdempotencyStore,
   type Consumer,
 } from '@acemq/core'
+import { readEnvelope, type ClaimingIdempotencyStore } from '@acemq/core/spi'
 import {
   closeScenario,
   openScenario,

@@ -7,14 +7,13 @@ import {
   RetryPolicy,
   Topology,
   UnroutableError,
-  readEnvelope,
   type Consumer,
   type Envelope,
   type Headers,
   type Message,
   type AceMqOptions,
-  type Transport,
 } from '@acemq/core'
+import { readEnvelope, type Transport } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 

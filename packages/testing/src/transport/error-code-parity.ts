@@ -1,12 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import {
-  ErrorCodes,
-  errorCodeOf,
-  type Declaration,
-  type ErrorCode,
-  type OutgoingMessage,
-  type Transport,
-} from '@acemq/core'
+import { ErrorCodes, errorCodeOf, type ErrorCode } from '@acemq/core'
+import { type Declaration, type OutgoingMessage, type Transport } from '@acemq/core/spi'
 import { uniqueName } from '../services/services.js'
 
 /** What the suite needs from each transport: a new one, not yet connected. */

@@ -5,9 +5,9 @@ import {
   InMemoryIdempotencyStore,
   RetryPolicy,
   Topology,
-  type ClaimingIdempotencyStore,
   type IdempotencyStore,
 } from '@acemq/core'
+import { type ClaimingIdempotencyStore } from '@acemq/core/spi'
 import {
   closeScenario,
   openScenario,

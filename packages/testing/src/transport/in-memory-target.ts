@@ -1,4 +1,5 @@
-import type { InMemoryTransport, Transport } from '@acemq/core'
+import type { InMemoryTransport } from '@acemq/core'
+import type { Transport } from '@acemq/core/spi'
 import type { ScenarioTarget } from './engine-scenarios.js'
 
 /** The scenario target for the in-memory transport: the probe reads its queues directly. */

@@ -4,11 +4,11 @@ import {
   ConsumerOptions,
   InMemoryIdempotencyStore,
   UnroutableError,
-  readEnvelope,
   type AckResult,
   type AceMq,
   type Envelope,
 } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import type { InspectedMessage, ScenarioTarget } from './engine-scenarios.js'

@@ -3,15 +3,13 @@ import {
   AceMq,
   ConfigurationError,
   FatalError,
-  ORDERED_KEY_HEADER,
   Topology,
-  readEnvelope,
   type HealthReport,
   type Message,
-  type OrderedConsumer,
   type OrderedQueue,
-  type OrderedQueueBuilder,
 } from '@acemq/core'
+import type { OrderedConsumer, OrderedQueueBuilder } from '@acemq/core/spi'
+import { ORDERED_KEY_HEADER, readEnvelope } from '@acemq/core/spi'
 import {
   openScenario,
   type BrokerProbe,

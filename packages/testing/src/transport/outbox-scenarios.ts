@@ -6,8 +6,8 @@ import {
   errorCodeOf,
   type AceMq,
   type OutboxStore,
-  type Transport,
 } from '@acemq/core'
+import { type Transport } from '@acemq/core/spi'
 import {
   closeScenario,
   openScenario,

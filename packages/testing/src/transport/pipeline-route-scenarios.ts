@@ -2,14 +2,8 @@
 // one idempotency store, routes that revisit a step, steps renamed or removed between deploys,
 // and the family's layout (the pipeline's exchange). Run by pipelineScenarios on every transport.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import {
-  ENVELOPE_HEADERS,
-  InMemoryIdempotencyStore,
-  ROUTE_HEADERS,
-  Topology,
-  headerString,
-  type AceMq,
-} from '@acemq/core'
+import { InMemoryIdempotencyStore, Topology, type AceMq } from '@acemq/core'
+import { ENVELOPE_HEADERS, ROUTE_HEADERS, headerString } from '@acemq/core/spi'
 import { eventually as until } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {

@@ -3,16 +3,13 @@
 // (packages/transport-amqp/test/pipeline.integration.test.ts).
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
-  ENVELOPE_HEADERS,
   FatalError,
   InMemoryIdempotencyStore,
-  ROUTE_HEADERS,
   RetryPolicy,
-  headerInteger,
-  headerString,
   type AceMq,
   type Envelope,
 } from '@acemq/core'
+import { ENVELOPE_HEADERS, ROUTE_HEADERS, headerInteger, headerString } from '@acemq/core/spi'
 import { eventually as until } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {

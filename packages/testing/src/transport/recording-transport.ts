@@ -8,7 +8,7 @@ import type {
   TransportPublishOptions,
   TransportState,
   TransportSubscription,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 
 /** One ack or nack the engine asked for. */
 export interface Settlement {

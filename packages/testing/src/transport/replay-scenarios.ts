@@ -3,14 +3,12 @@ import {
   ConfigurationError,
   ReplayStoppedError,
   Topology,
-  headerInteger,
-  readEnvelope,
   type AceMq,
-  type GiveBack,
   type Headers,
   type ReplayMessage,
-  type Transport,
 } from '@acemq/core'
+import type { GiveBack } from '@acemq/core/spi'
+import { headerInteger, readEnvelope, type Transport } from '@acemq/core/spi'
 import {
   closeScenario,
   openScenario,

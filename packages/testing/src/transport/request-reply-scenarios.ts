@@ -3,15 +3,14 @@ import {
   ConsumerOptions,
   ErrorCodes,
   FatalError,
-  REPLY_TO_HEADER,
   RetryPolicy,
   Topology,
   errorCodeOf,
   type AceMq,
   type Requester,
   type Responder,
-  type Transport,
 } from '@acemq/core'
+import { REPLY_TO_HEADER, type Transport } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {

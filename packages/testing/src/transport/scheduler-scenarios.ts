@@ -1,14 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { AceMq, Topology, type Scheduler } from '@acemq/core'
 import {
-  AceMq,
   SCHEDULE_DUE_QUEUE,
   SCHEDULE_RUNGS,
-  Topology,
   readEnvelope,
-  type Scheduler,
   type ScheduleEventInfo,
   type Transport,
-} from '@acemq/core'
+} from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {

@@ -6,10 +6,10 @@ import {
   InMemoryIdempotencyStore,
   RetryPolicy,
   Topology,
-  readEnvelope,
   type HandlerContext,
   type Message,
 } from '@acemq/core'
+import { readEnvelope } from '@acemq/core/spi'
 import {
   closeScenario,
   openScenario,

@@ -1,6 +1,5 @@
 import type { Channel, ChannelModel } from 'amqplib'
-import { describeError } from '@acemq/core'
-import type { MessageProperties } from '@acemq/core'
+import { describeError, type MessageProperties } from '@acemq/core/spi'
 
 /** The AMQP basic properties the transport carries, in both directions. */
 export const PROPERTY_NAMES = [

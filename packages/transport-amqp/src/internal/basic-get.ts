@@ -1,5 +1,5 @@
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib'
-import type { Delivery } from '@acemq/core'
+import type { Delivery } from '@acemq/core/spi'
 import { closeChannelQuietly } from './amqp-helpers.js'
 import { ChannelAcks } from './channel-acks.js'
 import { AmqpDelivery } from './subscription.js'

@@ -1,6 +1,6 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib'
-import { ErrorCodes, PublishFailedError, UnroutableError, describeError } from '@acemq/core'
-import type { OutgoingMessage } from '@acemq/core'
+import { ErrorCodes, PublishFailedError, UnroutableError } from '@acemq/core'
+import { describeError, type OutgoingMessage } from '@acemq/core/spi'
 import { PROPERTY_NAMES } from './amqp-helpers.js'
 
 /**

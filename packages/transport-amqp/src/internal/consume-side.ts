@@ -1,18 +1,12 @@
 import type { Channel, ChannelModel } from 'amqplib'
+import { AceMqError, ClosedError, ConfigurationError, ErrorCodes, errorCodeOf } from '@acemq/core'
 import {
-  AceMqError,
-  ClosedError,
-  ConfigurationError,
-  ErrorCodes,
   describeError,
-  errorCodeOf,
-} from '@acemq/core'
-import type {
-  Declaration,
-  Delivery,
-  TransportConsumeOptions,
-  TransportSubscription,
-} from '@acemq/core'
+  type Declaration,
+  type Delivery,
+  type TransportConsumeOptions,
+  type TransportSubscription,
+} from '@acemq/core/spi'
 import { closeChannelQuietly, openShortLivedChannel, type Backoff } from './amqp-helpers.js'
 import { BasicGetter } from './basic-get.js'
 import {

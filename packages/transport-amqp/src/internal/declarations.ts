@@ -1,6 +1,7 @@
 import type { Channel } from 'amqplib'
-import { AceMqError, ConfigurationError, ErrorCodes, describeError } from '@acemq/core'
-import type { Declaration, HeaderValue } from '@acemq/core'
+import { AceMqError, ConfigurationError, ErrorCodes } from '@acemq/core'
+import { describeError, type Declaration } from '@acemq/core/spi'
+import type { HeaderValue } from '@acemq/core'
 
 const EXCHANGE_TYPES: ReadonlySet<string> = new Set(['direct', 'topic', 'fanout', 'headers'])
 

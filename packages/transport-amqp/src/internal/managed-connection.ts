@@ -1,6 +1,7 @@
 import amqplib from 'amqplib'
 import type { ChannelModel } from 'amqplib'
-import { AceMqError, ErrorCodes, describeError, errorCodeOf } from '@acemq/core'
+import { AceMqError, ErrorCodes, errorCodeOf } from '@acemq/core'
+import { describeError } from '@acemq/core/spi'
 import type { AmqpNodeOrder } from '../amqp-transport-options.js'
 import type { ConnectionRole, Endpoint, NodeSet } from './endpoint.js'
 import { sanitizeError, scrubSecrets } from './secrets.js'

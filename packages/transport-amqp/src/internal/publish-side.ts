@@ -4,10 +4,13 @@ import {
   ConnectionBlockedError,
   ErrorCodes,
   PublishFailedError,
-  describeError,
 } from '@acemq/core'
-import { abortError } from '@acemq/core/spi'
-import type { OutgoingMessage, TransportPublishOptions } from '@acemq/core'
+import {
+  abortError,
+  describeError,
+  type OutgoingMessage,
+  type TransportPublishOptions,
+} from '@acemq/core/spi'
 import { closeChannelQuietly, closeModelQuietly, openShortLivedChannel } from './amqp-helpers.js'
 import { ConfirmPublisher } from './confirm-publisher.js'
 import { encodePublishesDirectly } from './publish-frames.js'

@@ -1,4 +1,4 @@
-import type { TransportEvent } from '@acemq/core'
+import type { TransportEvent } from '@acemq/core/spi'
 import type { ConnectionRole } from './endpoint.js'
 import type { ConnectionHooks, ManagedConnection } from './managed-connection.js'
 

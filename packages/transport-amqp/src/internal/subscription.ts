@@ -1,12 +1,12 @@
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib'
-import { describeError } from '@acemq/core'
-import type {
-  Delivery,
-  Headers,
-  MessageProperties,
-  SubscriptionStatus,
-  TransportSubscription,
-} from '@acemq/core'
+import {
+  describeError,
+  type Delivery,
+  type MessageProperties,
+  type SubscriptionStatus,
+  type TransportSubscription,
+} from '@acemq/core/spi'
+import type { Headers } from '@acemq/core'
 import { PROPERTY_NAMES, backoffDelay, closeChannelQuietly, type Backoff } from './amqp-helpers.js'
 import { ChannelAcks, type AckSlot } from './channel-acks.js'
 import { typedHeaders } from './wire-headers.js'

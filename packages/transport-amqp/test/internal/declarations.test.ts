@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ConfigurationError } from '@acemq/core'
-import type { Declaration } from '@acemq/core'
+import type { Declaration } from '@acemq/core/spi'
 import {
   declarationFailed,
   declarationKey,

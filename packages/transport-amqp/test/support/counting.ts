@@ -1,5 +1,5 @@
 import { PublishFailedError } from '@acemq/core'
-import type { Delivery } from '@acemq/core'
+import type { Delivery } from '@acemq/core/spi'
 import type { AmqpTransport } from '../../src/index.js'
 import { message, text } from './harness.js'
 

@@ -1,4 +1,4 @@
-import type { Delivery, OutgoingMessage, TransportEvent } from '@acemq/core'
+import type { Delivery, OutgoingMessage, TransportEvent } from '@acemq/core/spi'
 import { AmqpTransport } from '../../src/index.js'
 import type { AmqpTransportOptions } from '../../src/index.js'
 

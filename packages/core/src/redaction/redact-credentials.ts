@@ -42,7 +42,7 @@ export function passwordSpan(
   if (schemeEnd < 0) return undefined
   const authorityStart = schemeEnd + 3
   const at = url.lastIndexOf('@')
-  if (at < authorityStart) return undefined
+  // An `@` before the authority leaves no colon before it: the check below covers it.
   const colon = url.indexOf(':', authorityStart)
   if (colon < 0 || colon > at) return undefined
   return { start: colon + 1, end: at }
@@ -146,14 +146,14 @@ export function redactSecrets(text: string, secrets: readonly string[], user?: s
   if (user === undefined || user === '') return hide(text, forms)
   let out = text
   for (const secret of forms) out = out.split(`:${secret}@`).join(`:${REDACTED}@`)
-  // A password that holds the user name is hidden whole first; the others around the name.
+  // A password that holds the user name is hidden whole first; then every form around the name
+  // (a part between two names cannot hold one that contains the name).
   out = hide(
     out,
     forms.filter((secret) => secret !== user && secret.includes(user)),
   )
-  const rest = forms.filter((secret) => !secret.includes(user))
   return out
     .split(user)
-    .map((part) => hide(part, rest))
+    .map((part) => hide(part, forms))
     .join(user)
 }

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 import { errorCodeOf, ErrorCodes } from '@acemq/core'
-import { describeError } from '@acemq/core/spi'
-import { redactCredentials } from '@acemq/core/spi'
+import { describeError, redactCredentials } from '@acemq/core/spi'
 import { UsageHelp, runConsoleCommand } from './console-command.js'
 
 try {

@@ -5,8 +5,7 @@ import {
   type AceMq,
   type DeadLetterArchiveStore,
 } from '@acemq/core'
-import { describeError } from '@acemq/core/spi'
-import { redactUrl } from '@acemq/core/spi'
+import { describeError, redactUrl } from '@acemq/core/spi'
 import type { ConsoleQueue } from './pages.js'
 import { serveConsole, type ConsoleServer } from './serve-console.js'
 

@@ -1,5 +1,9 @@
-import { decodeWireJson } from '@acemq/core/spi'
-import type { ArchiveAuditEntry, ArchiveFilter, ArchivedMessage } from '@acemq/core/spi'
+import {
+  decodeWireJson,
+  type ArchiveAuditEntry,
+  type ArchiveFilter,
+  type ArchivedMessage,
+} from '@acemq/core/spi'
 import { Html, age, html, q } from './html.js'
 
 /** How much of a payload a page shows; the rest is a download. */

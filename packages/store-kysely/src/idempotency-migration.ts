@@ -1,8 +1,7 @@
 import { sql } from 'kysely'
-import { idempotencyTableStatements } from '@acemq/core/spi'
+import { idempotencyTableStatements, parseTableName } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
 import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
-import { parseTableName } from '@acemq/core/spi'
 import { executorProvider } from './internal/executor.js'
 import type { KyselyDatabase } from './kysely-database.js'
 

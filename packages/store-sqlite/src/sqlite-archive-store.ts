@@ -7,8 +7,6 @@ import {
   type ArchiveMark,
   type ArchivePage,
   type ArchivedMessage,
-} from '@acemq/core/spi'
-import {
   ARCHIVE_COLUMNS,
   archiveAuditFromRow,
   archiveCursorAfter,

@@ -1,7 +1,6 @@
 import { SingleBar } from 'cli-progress'
-import type { GiveBack } from '@acemq/core/spi'
+import type { GiveBack, Transport } from '@acemq/core/spi'
 import type { Command } from 'commander'
-import type { Transport } from '@acemq/core/spi'
 import { describeBroker } from '../broker.js'
 import { openConnection, queueLength } from '../connection.js'
 import { EXIT_CODES, UsageError } from '../exit-codes.js'

@@ -8,8 +8,7 @@ import {
   Topology,
   errorCodeOf,
 } from '../../src/index.js'
-import type { GiveBack } from '../../src/spi.js'
-import { type OutgoingMessage } from '../../src/spi.js'
+import type { GiveBack, OutgoingMessage } from '../../src/spi.js'
 
 /** An in-memory broker that keeps every message published through it. */
 class RecordingTransport extends InMemoryTransport {

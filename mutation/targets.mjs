@@ -3,6 +3,7 @@
 // other (node mutation/run.mjs --help). Tests are chosen for speed and determinism: the
 // in-memory transport and stores, fake or virtual clocks. The broker suites never run here.
 import { readFileSync } from 'node:fs'
+import { filesMatching, reachedFrom } from './dependencies.mjs'
 
 /**
  * Line ranges (`file:from-to`) of the named members of a source file, found by their first line
@@ -28,21 +29,21 @@ const KYSELY_STORE = 'packages/store-kysely/src/kysely-idempotency-store.ts'
 const KYSELY_STATEMENTS = 'packages/store-kysely/src/idempotency-statements.ts'
 
 /**
- * What a target's results depend on, as git pathspecs: the files it mutates, its tests, what
- * tests share (test-support/, the @acemq/testing kit) and this folder, less the results themselves (a run rewrites
- * them). A change elsewhere that alters what a test sees is caught by the next full run
- * (`pnpm test:mutation --force`).
+ * What a target's results depend on, as git pathspecs: the files it mutates, its tests, every
+ * repository file those tests import (directly or through other files: helpers, the
+ * `@acemq/testing` kit, test-support/, the sources of every package they reach —
+ * mutation/dependencies.mjs), what it names in `inputs` (files read at run time), and this
+ * folder, less the results themselves (a run rewrites them). A change that alters what a test
+ * sees without going through an import (a fixture it reads, a service's version) is caught by
+ * the next full run (`pnpm test:mutation --force`).
  */
-export function inputsOf(target) {
+export function inputsOf(target, root = process.cwd()) {
   const mutated = (typeof target.mutate === 'function' ? target.mutate() : target.mutate).map(
     (spec) => spec.replace(/:\d+-\d+$/, ''),
   )
+  const reached = reachedFrom(root, filesMatching(root, target.testFiles))
   const globs = [
-    ...new Set(mutated),
-    ...target.testFiles,
-    ...(target.inputs ?? []),
-    'test-support',
-    'packages/testing',
+    ...new Set([...mutated, ...target.testFiles, ...(target.inputs ?? []), ...reached]),
     'mutation',
   ]
   return [...globs.map((glob) => `:(glob)${glob}`), ':!mutation/incremental']
@@ -65,6 +66,8 @@ export const TARGETS = [
       'packages/core/test/retry/refusals.test.ts',
       'packages/core/test/retry/contract-fixtures.test.ts',
     ],
+    // The family's fixture files the contract tests read.
+    inputs: ['fixtures/*.json'],
   },
   {
     name: 'core-topology',
@@ -74,12 +77,14 @@ export const TARGETS = [
       'packages/core/test/topology/*.test.ts',
       'packages/core/test/retry/contract-fixtures.test.ts',
     ],
+    inputs: ['fixtures/*.json'],
   },
   {
     name: 'core-envelope',
     floor: 85,
     mutate: ['packages/core/src/envelope/**/*.ts', 'packages/core/src/headers/**/*.ts'],
     testFiles: ['packages/core/test/envelope/*.test.ts'],
+    inputs: ['fixtures/*.json'],
   },
   {
     name: 'core-health',

@@ -12,8 +12,8 @@ process.chdir(root)
 
 const HELP = `pnpm test:mutation [options] [target ...]
 
-Mutation testing (StrykerJS) of core's decision code and the stores' claim / confirm / release /
-purge. Targets: ${TARGETS.map((t) => t.name).join(', ')} (default: all).
+Mutation testing (StrykerJS) of core's decision code, the stores' claim / confirm / release /
+purge and their batches, and the AMQP transport's batched acks. Targets: ${TARGETS.map((t) => t.name).join(', ')} (default: all).
 
 Every run is incremental: Stryker reuses the results in mutation/incremental/<target>.json for
 mutants whose code and covering tests did not change, and tests the rest. Commit the file it

@@ -1,5 +1,6 @@
 // What the mutation run mutates, and which fast tests it runs against each part. One target per
-// folder of core's decision code and one per store; `pnpm test:mutation` runs them one after the
+// folder of core's decision code, one per store, and one each for the AMQP transport's batched
+// acks and the Kysely store's batched Postgres path; `pnpm test:mutation` runs them one after the
 // other (node mutation/run.mjs --help). Tests are chosen for speed and determinism: the
 // in-memory transport and stores, fake or virtual clocks. The broker suites never run here.
 import { readFileSync } from 'node:fs'
@@ -27,6 +28,7 @@ export function members(file, names) {
 const SQLITE_STORE = 'packages/store-sqlite/src/sqlite-idempotency-store.ts'
 const KYSELY_STORE = 'packages/store-kysely/src/kysely-idempotency-store.ts'
 const KYSELY_STATEMENTS = 'packages/store-kysely/src/idempotency-statements.ts'
+const AMQP_SUBSCRIPTION = 'packages/transport-amqp/src/internal/subscription.ts'
 
 /**
  * What a target's results depend on, as git pathspecs: the files it mutates, its tests, every
@@ -193,5 +195,50 @@ export const TARGETS = [
       'packages/store-kysely/test/kysely-idempotency-store.integration.test.ts',
       'packages/store-kysely/test/kysely-idempotency-store.mysql.integration.test.ts',
     ],
+  },
+  {
+    // A consumer channel's batched acknowledgements, and a delivery's ack and nack that feed
+    // them, on a fake channel: the broker suite (batched-acks.integration.test.ts) never runs here.
+    name: 'transport-amqp-acks',
+    floor: 85,
+    mutate: () =>
+      ['packages/transport-amqp/src/internal/channel-acks.ts'].concat(
+        members(AMQP_SUBSCRIPTION, [
+          '  get settleable(',
+          '  ack(): boolean {',
+          '  nack(requeue: boolean): boolean {',
+          '  #settle(',
+        ]),
+      ),
+    testFiles: [
+      'packages/transport-amqp/test/internal/channel-acks.test.ts',
+      'packages/transport-amqp/test/internal/amqp-delivery.test.ts',
+    ],
+    inputs: ['packages/transport-amqp/test/support/recording-channel.ts'],
+  },
+  {
+    // The Kysely store's batched Postgres path: concurrent first claims in one insert, concurrent
+    // confirms in one upsert, against the real PostgreSQL (as the store-kysely target).
+    name: 'store-kysely-batch',
+    floor: 85,
+    mutate: () =>
+      ['packages/store-kysely/src/internal/batch.ts'].concat(
+        members(KYSELY_STORE, [
+          '  async #insertMany(',
+          '  async #confirmMany(',
+          '  #runBatch(',
+          'function batchable<T>(',
+        ]),
+      ),
+    testFiles: [
+      'packages/store-kysely/test/batch.test.ts',
+      'packages/store-kysely/test/kysely-idempotency-batch.integration.test.ts',
+      // The scripted drivers: a batched confirm whose row count is not reported (Postgres), no
+      // batch at all (MySQL).
+      'packages/store-kysely/test/kysely-idempotency-store-edges.test.ts',
+      'packages/store-kysely/test/kysely-idempotency-store.test.ts',
+    ],
+    // A mutant that never ends a batch hangs its test: stopped 5 s past the test's usual time.
+    timeoutMS: 5_000,
   },
 ]

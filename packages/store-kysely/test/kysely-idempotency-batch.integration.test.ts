@@ -11,19 +11,26 @@ describe.runIf(available)('KyselyIdempotencyStore on Postgres, concurrent calls 
   const opened: Kysely<Record<string, never>>[] = []
   const tables: string[] = []
 
-  /** A Kysely instance that records the SQL of every statement it runs. */
-  function open(): { db: Kysely<Record<string, never>>; statements: string[] } {
+  /** A Kysely instance that records the SQL of every statement it runs, and its parameters. */
+  function open(): {
+    db: Kysely<Record<string, never>>
+    statements: string[]
+    parameters: (readonly unknown[])[]
+  } {
     const statements: string[] = []
+    const parameters: (readonly unknown[])[] = []
     const db = new Kysely<Record<string, never>>({
       dialect: new PostgresDialect({
         pool: new pg.Pool({ connectionString: DATABASE_URL, max: 5 }),
       }),
       log: (event: LogEvent) => {
-        if (event.level === 'query') statements.push(event.query.sql)
+        if (event.level !== 'query') return
+        statements.push(event.query.sql)
+        parameters.push(event.query.parameters)
       },
     })
     opened.push(db)
-    return { db, statements }
+    return { db, statements, parameters }
   }
 
   async function table(db: Kysely<Record<string, never>>): Promise<string> {
@@ -113,5 +120,66 @@ describe.runIf(available)('KyselyIdempotencyStore on Postgres, concurrent calls 
         code: 'ACEMQ_STORE_TABLE_MISSING',
       })
     }
+  })
+
+  /** The rows of `name`, by id: who owns each, since when, and whether it is confirmed. */
+  async function rows(
+    db: Kysely<Record<string, never>>,
+    name: string,
+  ): Promise<{ id: string; owner: string; claimed_at: string; confirmed: boolean }[]> {
+    const result = await sql<{ id: string; owner: string; claimed_at: string; confirmed: boolean }>`
+      select id, owner, claimed_at::text as claimed_at, confirmed from ${sql.table(name)} order by id collate "C"`.execute(
+      db,
+    )
+    return result.rows
+  }
+
+  it('writes a batch with its ids in id order, each with its own owner and the store’s clock', async () => {
+    const { db, statements, parameters } = open()
+    const name = await table(db)
+    const store = new KyselyIdempotencyStore(db, { table: name, purgeEvery: 0, now: () => 1_234 })
+    // Not in order, with a prefix of another id, and owners that do not sort with their ids.
+    const ids = ['m-3', 'm-10', 'm-1', 'm-2', 'm', 'm-20', 'm-11']
+    const owner = (id: string): string => `owner-of-${id.length}-${id}`
+    expect(await Promise.all(ids.map((id) => store.tryClaim(id, owner(id))))).toEqual(
+      ids.map(() => 'claimed'),
+    )
+    const sorted = [...ids].sort()
+    const arrays = (at: number): unknown[] =>
+      (parameters[at] ?? []).filter((value) => Array.isArray(value))
+    const insert = statements.findIndex((q) => q.includes('unnest') && q.includes('do nothing'))
+    expect(arrays(insert)).toEqual([sorted, sorted.map(owner)])
+    expect(await rows(db, name)).toEqual(
+      sorted.map((id) => ({ id, owner: owner(id), claimed_at: '1234', confirmed: false })),
+    )
+    await Promise.all([...ids].reverse().map((id) => store.confirm(id, owner(id))))
+    const upsert = statements.findIndex((q) => q.includes('unnest') && q.includes('do update'))
+    expect(arrays(upsert)).toEqual([sorted, sorted.map(owner)])
+    expect((await rows(db, name)).map((row) => row.confirmed)).toEqual(ids.map(() => true))
+  })
+
+  it('an id already waiting for the batch is claimed or confirmed alone, not twice in one statement', async () => {
+    const { db, statements } = open()
+    const store = new KyselyIdempotencyStore(db, { table: await table(db), purgeEvery: 0 })
+    const plain = (kind: string): number =>
+      statements.filter((q) => q.startsWith('insert') && !q.includes('unnest') && q.includes(kind))
+        .length
+    const results = await Promise.all([
+      store.tryClaim('twice', 'a'),
+      store.tryClaim('other', 'a'),
+      store.tryClaim('twice', 'b'),
+    ])
+    expect(results.filter((r) => r === 'claimed')).toHaveLength(2)
+    expect(results[1]).toBe('claimed')
+    expect(results.filter((r) => r === 'in_progress')).toHaveLength(1)
+    expect([claims(statements), plain('do nothing')]).toEqual([1, 1])
+    await Promise.all([
+      store.confirm('twice', 'a'),
+      store.confirm('other', 'a'),
+      store.confirm('twice', 'b'),
+    ])
+    expect([confirms(statements), plain('do update')]).toEqual([1, 1])
+    expect(await store.tryClaim('twice', 'c')).toBe('duplicate')
+    expect(await store.tryClaim('other', 'c')).toBe('duplicate')
   })
 })

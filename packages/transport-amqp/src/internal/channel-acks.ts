@@ -46,9 +46,12 @@ export class ChannelAcks {
     this.#limit = prefetch === 0 ? 1_000 : Math.ceil(prefetch / 2)
   }
 
-  /** Slots kept: deliveries still open or held, and written ones not yet dropped. */
+  /**
+   * Slots kept in memory: deliveries still open or held, and written ones not yet dropped (those
+   * before the head among them), so that a test sees what the order costs.
+   */
   get tracked(): number {
-    return this.#slots.length - this.#head
+    return this.#slots.length
   }
 
   /** A delivery arrived on the channel: it takes the next place in the order. */

@@ -61,7 +61,9 @@ export function idempotencyScenarios(name: string, target: ScenarioTarget): void
     let mq: AceMq
     let probe: BrokerProbe & { close(): Promise<void> }
     const queues: string[] = []
-    eachScenario(target, queues, (connection) => ({ mq, probe } = connection))
+    eachScenario(target, queues, (connection) => {
+      ;({ mq, probe } = connection)
+    })
 
     async function queue(): Promise<string> {
       const q = uniqueName('idem')

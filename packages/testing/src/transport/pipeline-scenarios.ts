@@ -45,8 +45,7 @@ export function pipelineScenarios(label: string, target: ScenarioTarget): void {
         name = uniqueName('pipeline')
         for (const step of steps) queues.push(`${name}.${step}`, `${name}.${step}.retry.20ms`)
       },
-      undefined,
-      { origin: 'shop@test' },
+      { options: { origin: 'shop@test' } },
     )
 
     it('carries a run through every step in order and counts it entered and completed', async () => {

@@ -29,8 +29,10 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
     eachScenario<RecordingTransport>(
       target,
       queues,
-      (connection) => ({ transport, mq, probe } = connection),
-      (inner) => new RecordingTransport(inner),
+      (connection) => {
+        ;({ transport, mq, probe } = connection)
+      },
+      { wrap: (inner) => new RecordingTransport(inner) },
     )
 
     async function queue(): Promise<string> {

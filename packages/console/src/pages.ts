@@ -69,30 +69,19 @@ export function queuesPage(ctx: PageContext, queues: readonly ConsoleQueue[] | u
         </p>`
       : queues.length === 0
         ? html`<p>No dead-letter or parked queue found.</p>`
-        : html`<table>
-            <caption>
-              Dead-letter and parked queues
-            </caption>
-            <thead>
-              <tr>
-                <th scope="col">Queue</th>
-                <th scope="col">Messages</th>
-                <th scope="col">Consumers</th>
-                <th scope="col">Oldest</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${queues.map(
-                (row) =>
-                  html`<tr>
-                    <td><a href="${ctx.base}/messages?queue=${q(row.queue)}">${row.queue}</a></td>
-                    <td class="num">${row.messages ?? '-'}</td>
-                    <td class="num">${row.consumers ?? '-'}</td>
-                    <td>${row.oldestAgeMs === undefined ? '-' : age(row.oldestAgeMs)}</td>
-                  </tr>`,
-              )}
-            </tbody>
-          </table>`
+        : table(
+            'Dead-letter and parked queues',
+            ['Queue', 'Messages', 'Consumers', 'Oldest'],
+            queues.map(
+              (row) =>
+                html`<tr>
+                  <td><a href="${ctx.base}/messages?queue=${q(row.queue)}">${row.queue}</a></td>
+                  <td class="num">${row.messages ?? '-'}</td>
+                  <td class="num">${row.consumers ?? '-'}</td>
+                  <td>${row.oldestAgeMs === undefined ? '-' : age(row.oldestAgeMs)}</td>
+                </tr>`,
+            ),
+          )
   return layout(ctx, 'Queues', body)
 }
 
@@ -144,26 +133,20 @@ export function listPage(
       messages.length === 0
         ? html`<p>No dead letter matches.</p>`
         : html`<form method="get" action="${ctx.base}/confirm">
-            <table>
-              <caption>
-                Dead letters, newest first
-              </caption>
-              <thead>
-                <tr>
-                  ${ctx.readOnly ? '' : html`<th scope="col">Pick</th>`}
-                  <th scope="col">Id</th>
-                  <th scope="col">Queue</th>
-                  <th scope="col">Type</th>
-                  <th scope="col">Reason</th>
-                  <th scope="col">Attempt</th>
-                  <th scope="col">Archived</th>
-                  <th scope="col">Status</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>
+            ${table(
+              'Dead letters, newest first',
+              [
+                ...(ctx.readOnly ? [] : ['Pick']),
+                'Id',
+                'Queue',
+                'Type',
+                'Reason',
+                'Attempt',
+                'Archived',
+                'Status',
+              ],
+              rows,
+            )}
             ${ctx.readOnly ? '' : html`<button type="submit" name="action" value="replay">Replay selected…</button> <button type="submit" name="action" value="discard" class="danger">Discard selected…</button>`}
           </form>`
     }
@@ -264,32 +247,20 @@ export function auditPage(ctx: PageContext, entries: readonly ArchiveAuditEntry[
   const body =
     entries.length === 0
       ? html`<p>No operator action yet.</p>`
-      : html`<table>
-          <caption>
-            Operator actions, newest first
-          </caption>
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Who</th>
-              <th scope="col">What</th>
-              <th scope="col">How many</th>
-              <th scope="col">Detail</th>
-            </tr>
-          </thead>
-          <tbody>
-            ${entries.map(
-              (e) =>
-                html`<tr>
-                  <td>${new Date(e.at).toISOString()}</td>
-                  <td>${e.actor}</td>
-                  <td>${e.action}</td>
-                  <td class="num">${e.count}</td>
-                  <td>${truncate(e.detail, 200)}</td>
-                </tr>`,
-            )}
-          </tbody>
-        </table>`
+      : table(
+          'Operator actions, newest first',
+          ['When', 'Who', 'What', 'How many', 'Detail'],
+          entries.map(
+            (e) =>
+              html`<tr>
+                <td>${new Date(e.at).toISOString()}</td>
+                <td>${e.actor}</td>
+                <td>${e.action}</td>
+                <td class="num">${e.count}</td>
+                <td>${truncate(e.detail, 200)}</td>
+              </tr>`,
+          ),
+        )
   return layout(ctx, 'Audit log', body)
 }
 
@@ -334,23 +305,38 @@ function payloadText(body: Uint8Array, contentType: string): { text: string; tru
 /** A heading and a name / value table of headers or properties. */
 function valueTable(title: string, values: Record<string, unknown>): Html {
   return html`<h2>${title}</h2>
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">Name</th>
-          <th scope="col">Value</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${Object.entries(values).map(
-          ([k, v]) =>
-            html`<tr>
-              <td>${k}</td>
-              <td>${display(v)}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>`
+    ${table(
+      undefined,
+      ['Name', 'Value'],
+      Object.entries(values).map(
+        ([k, v]) =>
+          html`<tr>
+            <td>${k}</td>
+            <td>${display(v)}</td>
+          </tr>`,
+      ),
+    )}`
+}
+
+/** A table: its caption (if any), a heading for each column, and its rows. */
+function table(caption: string | undefined, columns: readonly string[], rows: unknown): Html {
+  return html`<table>
+    ${
+      caption === undefined
+        ? ''
+        : html`<caption>
+            ${caption}
+          </caption>`
+    }
+    <thead>
+      <tr>
+        ${columns.map((column) => html`<th scope="col">${column}</th>`)}
+      </tr>
+    </thead>
+    <tbody>
+      ${rows}
+    </tbody>
+  </table>`
 }
 
 function display(value: unknown): string {

@@ -76,6 +76,7 @@ export { storeHealthContributor } from './idempotency/store-health.js'
 // Outbox stores: the checks of their arguments and the mapping between a row and a record.
 export {
   MAX_OUTBOX_REASON_LENGTH,
+  OUTBOX_ROW_COLUMNS,
   assertClaimBatch,
   assertRenew,
   isMissingTableError,
@@ -87,6 +88,7 @@ export {
   outboxReason,
   outboxTableTrouble,
   outboxRecordFromRow,
+  outboxRecordsOldestFirst,
   retiredOutboxRecordFromRow,
   type OutboxRow,
 } from './outbox/outbox-store.js'
@@ -99,6 +101,7 @@ export {
 
 // SQL stores and tools: the dialects, one checked option, and a migration script of statements.
 export { SQL_DIALECTS, sqlDialect, sqlScript, type SqlDialect } from './sql/sql-dialect.js'
+export { columnNumber } from './sql/sql-values.js'
 
 // Transports and tools that declare the retry topology themselves.
 export { rungArguments, validateQueueName } from './retry/queue-names.js'

@@ -1,8 +1,7 @@
-import { sql } from 'kysely'
-import { idempotencyTableStatements, parseTableName } from '@acemq/core/spi'
+import { idempotencyTableStatements } from '@acemq/core/spi'
 import { DEFAULT_IDEMPOTENCY_TABLE } from './constants.js'
-import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
-import { executorProvider } from './internal/executor.js'
+import type { IdempotencyDialect } from './idempotency-dialect.js'
+import { tableMigration } from './internal/table-migration.js'
 import type { KyselyDatabase } from './kysely-database.js'
 
 /**
@@ -34,17 +33,5 @@ export interface IdempotencyMigration {
 export function idempotencyMigration(
   options: { readonly table?: string; readonly dialect?: IdempotencyDialect } = {},
 ): IdempotencyMigration {
-  const table = options.table ?? DEFAULT_IDEMPOTENCY_TABLE
-  parseTableName(table)
-  const dialect = options.dialect === undefined ? undefined : checkDialect(options.dialect)
-  return {
-    async up(db) {
-      for (const statement of idempotencyTableStatements(table, dialect ?? detectDialect(db))) {
-        await sql.raw(statement).execute(executorProvider(db))
-      }
-    },
-    async down(db) {
-      await sql`DROP TABLE IF EXISTS ${sql.table(table)}`.execute(executorProvider(db))
-    },
-  }
+  return tableMigration(options, DEFAULT_IDEMPOTENCY_TABLE, idempotencyTableStatements)
 }

@@ -1,5 +1,6 @@
 import { sql, type QueryExecutor, type QueryResult, type RawBuilder } from 'kysely'
 import { AceMqError, ErrorCodes } from '@acemq/core'
+import { columnNumber } from '@acemq/core/spi'
 import type { IdempotencyDialect } from './idempotency-dialect.js'
 import { prepare, type Prepared } from './internal/prepared.js'
 
@@ -145,21 +146,7 @@ export function isDuplicateKey(error: unknown): boolean {
 }
 
 export function toNumber(value: unknown, column: string): number {
-  const n =
-    typeof value === 'number'
-      ? value
-      : typeof value === 'bigint' || typeof value === 'string'
-        ? Number(value)
-        : NaN
-  if (!Number.isFinite(n)) {
-    throw new AceMqError(
-      `the idempotency table returned ${String(value)} for ${column}, not a number`,
-      {
-        code: ErrorCodes.STORE_RESULT_UNKNOWN,
-      },
-    )
-  }
-  return n
+  return columnNumber(value, 'the idempotency table', column)
 }
 
 export function toBoolean(value: unknown): boolean {

@@ -1,6 +1,11 @@
 import { sql, type QueryExecutor } from 'kysely'
 import { AceMqError, ErrorCodes } from '@acemq/core'
-import { foreignIdempotencyTable, parseTableName, type TableColumn } from '@acemq/core/spi'
+import {
+  foreignIdempotencyTable,
+  isMissingTableError,
+  parseTableName,
+  type TableColumn,
+} from '@acemq/core/spi'
 import type { IdempotencyDialect } from './idempotency-dialect.js'
 import { run } from './internal/prepared.js'
 
@@ -20,7 +25,7 @@ export interface StoreTable {
  * remedy (docs/design.md §7). Any other error, or one whose table cannot be looked into, as it is.
  */
 export async function explainTableTrouble(error: unknown, where: StoreTable): Promise<unknown> {
-  if (isMissingTable(error)) {
+  if (isMissingTableError(error)) {
     return new AceMqError(
       `the idempotency table ${where.table} does not exist: create it in a migration, with idempotencyMigration() or store.createTableSql()`,
       { code: ErrorCodes.STORE_TABLE_MISSING, cause: error },
@@ -54,24 +59,6 @@ export async function tableColumns(where: StoreTable): Promise<TableColumn[]> {
     query.compile({ getExecutor: () => where.executor }),
   )
   return rows.map((row) => ({ name: String(row.name), type: String(row.type) }))
-}
-
-/**
- * Whether the database said the table (or its schema) does not exist: Postgres `42P01`
- * (undefined table) and `3F000` (undefined schema), MySQL / MariaDB `ER_NO_SUCH_TABLE` (1146)
- * and `ER_BAD_DB_ERROR` (1049), SQLite's `no such table`.
- */
-function isMissingTable(error: unknown): boolean {
-  const { code, errno, message } = fields(error)
-  return (
-    code === '42P01' ||
-    code === '3F000' ||
-    code === 'ER_NO_SUCH_TABLE' ||
-    errno === 1146 ||
-    code === 'ER_BAD_DB_ERROR' ||
-    errno === 1049 ||
-    (typeof message === 'string' && /no such table/i.test(message))
-  )
 }
 
 /**

@@ -20,7 +20,8 @@ import {
   outboxIds,
   outboxLease,
   outboxReason,
-  outboxRecordFromRow,
+  outboxRecordsOldestFirst,
+  OUTBOX_ROW_COLUMNS,
   outboxTableTrouble,
   parseTableName,
   retiredOutboxRecordFromRow,
@@ -60,9 +61,6 @@ export interface KyselyOutboxStoreOptions {
    */
   readonly now?: () => number
 }
-
-const COLUMNS =
-  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, lease_owner'
 
 /**
  * The transactional outbox on any Kysely database (Postgres through `pg` is the tested
@@ -189,8 +187,10 @@ export class KyselyOutboxStore implements OutboxStore {
     const owner = randomUUID()
     const values = { owner, lease: leaseMs, batch, now: this.#now?.() }
     return this.#guard(async () => {
-      if (this.dialect === 'mysql') return sortRecords(await this.#claimMysql(values))
-      return sortRecords((await run<OutboxRow>(this.#executor, this.#sql.lease(values))).rows)
+      if (this.dialect === 'mysql') return outboxRecordsOldestFirst(await this.#claimMysql(values))
+      return outboxRecordsOldestFirst(
+        (await run<OutboxRow>(this.#executor, this.#sql.lease(values))).rows,
+      )
     })
   }
 
@@ -448,9 +448,9 @@ function statements(
 ): Statements {
   const t = sql.table(table)
   const clock = (now: unknown): RawBuilder<unknown> => clockOf(dialect, databaseClock, now)
-  const columns = sql.raw(COLUMNS)
+  const columns = sql.raw(OUTBOX_ROW_COLUMNS)
   const qualified = sql.raw(
-    COLUMNS.split(', ')
+    OUTBOX_ROW_COLUMNS.split(', ')
       .map((column) => `o.${column}`)
       .join(', '),
   )
@@ -542,13 +542,6 @@ const RETIRED = sql`published_at is null and retired_at is not null`
 function isSyntaxError(error: unknown): boolean {
   const { errno, code } = (error ?? {}) as { errno?: unknown; code?: unknown }
   return errno === 1064 || code === 'ER_PARSE_ERROR'
-}
-
-/** Oldest first: RETURNING gives no order. */
-function sortRecords(rows: readonly OutboxRow[]): StoredOutboxRecord[] {
-  return rows
-    .map((row) => outboxRecordFromRow(row))
-    .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 }
 
 function toNumber(value: unknown): number {

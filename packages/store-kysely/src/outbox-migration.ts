@@ -1,8 +1,7 @@
-import { sql } from 'kysely'
-import { DEFAULT_OUTBOX_TABLE, outboxTableStatements, parseTableName } from '@acemq/core/spi'
-import { checkDialect, detectDialect, type IdempotencyDialect } from './idempotency-dialect.js'
+import { DEFAULT_OUTBOX_TABLE, outboxTableStatements } from '@acemq/core/spi'
+import type { IdempotencyDialect } from './idempotency-dialect.js'
 import type { IdempotencyMigration } from './idempotency-migration.js'
-import { executorProvider } from './internal/executor.js'
+import { tableMigration } from './internal/table-migration.js'
 
 /**
  * A migration that creates the outbox table and its indexes (the same DDL as
@@ -19,17 +18,5 @@ import { executorProvider } from './internal/executor.js'
 export function outboxMigration(
   options: { readonly table?: string; readonly dialect?: IdempotencyDialect } = {},
 ): IdempotencyMigration {
-  const table = options.table ?? DEFAULT_OUTBOX_TABLE
-  parseTableName(table)
-  const dialect = options.dialect === undefined ? undefined : checkDialect(options.dialect)
-  return {
-    async up(db) {
-      for (const statement of outboxTableStatements(table, dialect ?? detectDialect(db))) {
-        await sql.raw(statement).execute(executorProvider(db))
-      }
-    },
-    async down(db) {
-      await sql`DROP TABLE IF EXISTS ${sql.table(table)}`.execute(executorProvider(db))
-    },
-  }
+  return tableMigration(options, DEFAULT_OUTBOX_TABLE, outboxTableStatements)
 }

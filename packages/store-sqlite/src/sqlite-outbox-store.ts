@@ -13,7 +13,8 @@ import {
   outboxIds,
   outboxLease,
   outboxReason,
-  outboxRecordFromRow,
+  outboxRecordsOldestFirst,
+  OUTBOX_ROW_COLUMNS,
   outboxTableTrouble,
   retiredOutboxRecordFromRow,
   toMillis,
@@ -45,9 +46,6 @@ export interface SqliteOutboxStoreOptions {
   /** The clock, epoch milliseconds (default `Date.now`); tests move it instead of sleeping. */
   readonly now?: () => number
 }
-
-const COLUMNS =
-  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, lease_owner'
 
 interface Statements {
   readonly lease: Sqlite.Statement<[string, number, number, number], OutboxRow>
@@ -189,10 +187,9 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
   async claimBatch(batch: number, leaseMs: number): Promise<readonly StoredOutboxRecord[]> {
     assertClaimBatch(batch, leaseMs)
     const now = this.#now()
-    const rows = this.#prepared().lease.all(randomUUID(), now + leaseMs, now, batch)
-    return rows
-      .map((row) => outboxRecordFromRow(row))
-      .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    return outboxRecordsOldestFirst(
+      this.#prepared().lease.all(randomUUID(), now + leaseMs, now, batch),
+    )
   }
 
   async renew(ids: string | readonly string[], lease: string, leaseMs: number): Promise<number> {
@@ -345,7 +342,7 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
     const retired = 'published_at is null and retired_at is not null'
     return {
       lease: this.#db.prepare(
-        `update ${t} set lease_owner = ?, leased_until = ? where id in (select id from ${t} where ${pending} and (leased_until is null or leased_until <= ?) order by created_at, id limit ?) returning ${COLUMNS}`,
+        `update ${t} set lease_owner = ?, leased_until = ? where id in (select id from ${t} where ${pending} and (leased_until is null or leased_until <= ?) order by created_at, id limit ?) returning ${OUTBOX_ROW_COLUMNS}`,
       ),
       renew: this.#db.prepare(
         `update ${t} set leased_until = ? where id = ? and lease_owner = ? and ${pending}`,
@@ -372,7 +369,7 @@ export class SqliteOutboxStore implements OutboxStore, AsyncDisposable {
         `update ${t} set retired_at = null, attempts = 0, lease_owner = null, leased_until = null where ${retired}`,
       ),
       retired: this.#db.prepare(
-        `select ${COLUMNS}, retired_at from ${t} where ${retired} order by retired_at desc, id limit ?`,
+        `select ${OUTBOX_ROW_COLUMNS}, retired_at from ${t} where ${retired} order by retired_at desc, id limit ?`,
       ),
       stats: this.#db.prepare(
         // Each subquery answered by its own index (pending, retired), never a table scan.

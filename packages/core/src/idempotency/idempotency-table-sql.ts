@@ -1,8 +1,23 @@
 import type { SqlDialect } from '../sql/sql-dialect.js'
-import { indexName, quotedTable } from '../sql/sql-names.js'
+import { ID_COLUMN, tableStatements, type ColumnDefinition } from '../sql/sql-ddl.js'
+import { indexName } from '../sql/sql-names.js'
 import { parseTableName } from './store-validation.js'
 
 const INDEX_SUFFIX = '_claimed_at_idx'
+
+/** The idempotency table's columns on Postgres, SQLite and MySQL. */
+const IDEMPOTENCY_COLUMNS: readonly ColumnDefinition[] = [
+  ID_COLUMN,
+  ['owner', 'text NOT NULL', 'TEXT NOT NULL', 'VARCHAR(64) NOT NULL'],
+  ['claimed_at', 'bigint NOT NULL', 'INTEGER NOT NULL', 'BIGINT NOT NULL'],
+  [
+    'confirmed',
+    'boolean NOT NULL DEFAULT false',
+    'INTEGER NOT NULL DEFAULT 0 CHECK (confirmed IN (0, 1))',
+    'BOOLEAN NOT NULL DEFAULT FALSE',
+  ],
+  ['confirmed_at', 'bigint', 'INTEGER', 'BIGINT NULL'],
+]
 
 /**
  * The statements that create the idempotency table on `dialect`, one by one (SQLite prepares
@@ -19,55 +34,11 @@ const INDEX_SUFFIX = '_claimed_at_idx'
 export function idempotencyTableStatements(table: string, dialect: SqlDialect): string[] {
   const [schema, name] = parseTableName(table)
   const index = indexName(name, INDEX_SUFFIX)
-  const qualified = quotedTable(schema, name, dialect)
-  switch (dialect) {
-    case 'postgres': {
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${qualified} (`,
-          `  id text PRIMARY KEY,`,
-          `  owner text NOT NULL,`,
-          `  claimed_at bigint NOT NULL,`,
-          `  confirmed boolean NOT NULL DEFAULT false,`,
-          `  confirmed_at bigint`,
-          `)`,
-        ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS "${index}" ON ${qualified} (claimed_at)`,
-      ]
-    }
-    case 'sqlite': {
-      const prefix = schema === undefined ? '' : `"${schema}".`
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${prefix}"${name}" (`,
-          `  id TEXT NOT NULL PRIMARY KEY,`,
-          `  owner TEXT NOT NULL,`,
-          `  claimed_at INTEGER NOT NULL,`,
-          `  confirmed INTEGER NOT NULL DEFAULT 0 CHECK (confirmed IN (0, 1)),`,
-          `  confirmed_at INTEGER`,
-          `)`,
-        ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS ${prefix}"${index}" ON "${name}" (claimed_at)`,
-      ]
-    }
-    case 'mysql': {
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${qualified} (`,
-          // Bytes, not text: ids compare byte for byte, as they do on Postgres and SQLite. A
-          // VARCHAR, even under utf8mb4_bin, pads: 'order-1 ' would collide with 'order-1'
-          // and be acked as its duplicate. 255 bytes is the longest id the store accepts.
-          `  id VARBINARY(255) NOT NULL PRIMARY KEY,`,
-          `  owner VARCHAR(64) NOT NULL,`,
-          `  claimed_at BIGINT NOT NULL,`,
-          `  confirmed BOOLEAN NOT NULL DEFAULT FALSE,`,
-          `  confirmed_at BIGINT NULL,`,
-          `  INDEX \`${index}\` (claimed_at)`,
-          `) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
-        ].join('\n'),
-      ]
-    }
-  }
+  return tableStatements(schema, name, dialect, {
+    columns: IDEMPOTENCY_COLUMNS,
+    indexes: [[index, 'claimed_at']],
+    mysqlIndexes: [[index, 'claimed_at']],
+  })
 }
 
 /** A column of an existing table, as the database describes it: its name and declared type. */

@@ -1,5 +1,6 @@
 import { AceMqError, ConfigurationError } from '../errors.js'
 import { ErrorCodes } from '../error-codes.js'
+import { columnNumber } from '../sql/sql-values.js'
 import type { OutboxEnvelope, OutboxHeaderValue, OutboxRecord } from './outbox-record.js'
 
 /** Publishes a record may fail before it is retired and offered no more (10). */
@@ -331,6 +332,18 @@ export function outboxColumns(record: OutboxRecord): {
   return { headers: JSON.stringify(record.headers), envelope: JSON.stringify(record.envelope) }
 }
 
+/**
+ * The columns of an outbox row that {@link outboxRecordFromRow} reads, as the SQL stores select
+ * them (a comma-separated list). For store authors.
+ *
+ * @example
+ * ```ts
+ * db.prepare(`select ${OUTBOX_ROW_COLUMNS} from acemq_outbox where id = ?`)
+ * ```
+ */
+export const OUTBOX_ROW_COLUMNS =
+  'id, exchange, routing_key, content_type, body, headers, envelope, created_at, attempts, last_error, lease_owner'
+
 /** One row of an SQL outbox table as a driver returns it. */
 export interface OutboxRow {
   readonly id: unknown
@@ -377,6 +390,21 @@ export function outboxRecordFromRow(row: OutboxRow): StoredOutboxRecord {
 }
 
 /**
+ * The rows of a claim read back into records, oldest first (then by id): `RETURNING` gives no
+ * order. For store authors.
+ *
+ * @example
+ * ```ts
+ * return outboxRecordsOldestFirst(claimed.rows)
+ * ```
+ */
+export function outboxRecordsOldestFirst(rows: readonly OutboxRow[]): StoredOutboxRecord[] {
+  return rows
+    .map((row) => outboxRecordFromRow(row))
+    .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+}
+
+/**
  * {@link outboxRecordFromRow} for a retired row, with its `retired_at`. For store authors.
  *
  * @example
@@ -418,19 +446,5 @@ function json(value: unknown, column: string): unknown {
 }
 
 function integer(value: unknown, column: string): number {
-  const n =
-    typeof value === 'number'
-      ? value
-      : typeof value === 'bigint' || typeof value === 'string'
-        ? Number(value)
-        : NaN
-  if (!Number.isSafeInteger(n)) {
-    throw new AceMqError(
-      `the outbox table returned ${String(value)} for ${column}, not a whole number`,
-      {
-        code: ErrorCodes.STORE_RESULT_UNKNOWN,
-      },
-    )
-  }
-  return n
+  return columnNumber(value, 'the outbox table', column, true)
 }

@@ -1,6 +1,7 @@
 import { parseTableName } from '../idempotency/store-validation.js'
 import { ConfigurationError } from '../errors.js'
 import type { SqlDialect } from '../sql/sql-dialect.js'
+import { ID_COLUMN, tableStatements, type ColumnDefinition } from '../sql/sql-ddl.js'
 import { indexName, quotedTable } from '../sql/sql-names.js'
 
 const PENDING_SUFFIX = '_pending_idx'
@@ -15,6 +16,29 @@ const PUBLISHED_SUFFIX = '_published_idx'
 const PENDING = 'published_at IS NULL AND retired_at IS NULL'
 /** The retired records (kept, listed, never offered again): few, so their index is small. */
 const RETIRED = 'published_at IS NULL AND retired_at IS NOT NULL'
+
+/** The outbox table's columns on Postgres, SQLite and MySQL. */
+const OUTBOX_TABLE_COLUMNS: readonly ColumnDefinition[] = [
+  ID_COLUMN,
+  ['exchange', 'text NOT NULL', 'TEXT NOT NULL', 'VARCHAR(255) NOT NULL'],
+  ['routing_key', 'text NOT NULL', 'TEXT NOT NULL', 'VARCHAR(255) NOT NULL'],
+  ['content_type', 'text NOT NULL', 'TEXT NOT NULL', 'VARCHAR(255) NOT NULL'],
+  ['body', 'bytea NOT NULL', 'BLOB NOT NULL', 'LONGBLOB NOT NULL'],
+  ['headers', 'text NOT NULL', 'TEXT NOT NULL', 'MEDIUMTEXT NOT NULL'],
+  ['envelope', 'text NOT NULL', 'TEXT NOT NULL', 'TEXT NOT NULL'],
+  ['created_at', 'bigint NOT NULL', 'INTEGER NOT NULL', 'BIGINT NOT NULL'],
+  [
+    'attempts',
+    'integer NOT NULL DEFAULT 0',
+    'INTEGER NOT NULL DEFAULT 0',
+    'INT NOT NULL DEFAULT 0',
+  ],
+  ['last_error', 'text', 'TEXT', 'TEXT NULL'],
+  ['lease_owner', 'text', 'TEXT', 'VARCHAR(64) NULL'],
+  ['leased_until', 'bigint', 'INTEGER', 'BIGINT NULL'],
+  ['published_at', 'bigint', 'INTEGER', 'BIGINT NULL'],
+  ['retired_at', 'bigint', 'INTEGER', 'BIGINT NULL'],
+]
 
 /**
  * The statements that create the outbox table on `dialect`, one by one — the table every SQL
@@ -37,86 +61,15 @@ const RETIRED = 'published_at IS NULL AND retired_at IS NOT NULL'
 export function outboxTableStatements(table: string, dialect: SqlDialect): string[] {
   const [schema, name] = parseTableName(table)
   const pending = indexName(name, PENDING_SUFFIX)
-  const retired = indexName(name, RETIRED_SUFFIX)
-  const published = indexName(name, PUBLISHED_SUFFIX)
-  const qualified = quotedTable(schema, name, dialect)
-  switch (dialect) {
-    case 'postgres': {
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${qualified} (`,
-          `  id text PRIMARY KEY,`,
-          `  exchange text NOT NULL,`,
-          `  routing_key text NOT NULL,`,
-          `  content_type text NOT NULL,`,
-          `  body bytea NOT NULL,`,
-          `  headers text NOT NULL,`,
-          `  envelope text NOT NULL,`,
-          `  created_at bigint NOT NULL,`,
-          `  attempts integer NOT NULL DEFAULT 0,`,
-          `  last_error text,`,
-          `  lease_owner text,`,
-          `  leased_until bigint,`,
-          `  published_at bigint,`,
-          `  retired_at bigint`,
-          `)`,
-        ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS "${pending}" ON ${qualified} (created_at, id) WHERE ${PENDING}`,
-        `CREATE INDEX IF NOT EXISTS "${retired}" ON ${qualified} (retired_at) WHERE ${RETIRED}`,
-        `CREATE INDEX IF NOT EXISTS "${published}" ON ${qualified} (published_at) WHERE published_at IS NOT NULL`,
-      ]
-    }
-    case 'sqlite': {
-      const prefix = schema === undefined ? '' : `"${schema}".`
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${prefix}"${name}" (`,
-          `  id TEXT NOT NULL PRIMARY KEY,`,
-          `  exchange TEXT NOT NULL,`,
-          `  routing_key TEXT NOT NULL,`,
-          `  content_type TEXT NOT NULL,`,
-          `  body BLOB NOT NULL,`,
-          `  headers TEXT NOT NULL,`,
-          `  envelope TEXT NOT NULL,`,
-          `  created_at INTEGER NOT NULL,`,
-          `  attempts INTEGER NOT NULL DEFAULT 0,`,
-          `  last_error TEXT,`,
-          `  lease_owner TEXT,`,
-          `  leased_until INTEGER,`,
-          `  published_at INTEGER,`,
-          `  retired_at INTEGER`,
-          `)`,
-        ].join('\n'),
-        `CREATE INDEX IF NOT EXISTS ${prefix}"${pending}" ON "${name}" (created_at, id) WHERE ${PENDING}`,
-        `CREATE INDEX IF NOT EXISTS ${prefix}"${retired}" ON "${name}" (retired_at) WHERE ${RETIRED}`,
-        `CREATE INDEX IF NOT EXISTS ${prefix}"${published}" ON "${name}" (published_at) WHERE published_at IS NOT NULL`,
-      ]
-    }
-    case 'mysql': {
-      return [
-        [
-          `CREATE TABLE IF NOT EXISTS ${qualified} (`,
-          // Bytes, as the idempotency table's id: compared byte for byte, never padded.
-          `  id VARBINARY(255) NOT NULL PRIMARY KEY,`,
-          `  exchange VARCHAR(255) NOT NULL,`,
-          `  routing_key VARCHAR(255) NOT NULL,`,
-          `  content_type VARCHAR(255) NOT NULL,`,
-          `  body LONGBLOB NOT NULL,`,
-          `  headers MEDIUMTEXT NOT NULL,`,
-          `  envelope TEXT NOT NULL,`,
-          `  created_at BIGINT NOT NULL,`,
-          `  attempts INT NOT NULL DEFAULT 0,`,
-          `  last_error TEXT NULL,`,
-          `  lease_owner VARCHAR(64) NULL,`,
-          `  leased_until BIGINT NULL,`,
-          `  published_at BIGINT NULL,`,
-          `  retired_at BIGINT NULL,`,
-          `  INDEX \`${pending}\` (published_at, created_at)`,
-          `) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
-        ].join('\n'),
-      ]
-    }
-  }
+  return tableStatements(schema, name, dialect, {
+    columns: OUTBOX_TABLE_COLUMNS,
+    indexes: [
+      [pending, 'created_at, id', PENDING],
+      [indexName(name, RETIRED_SUFFIX), 'retired_at', RETIRED],
+      [indexName(name, PUBLISHED_SUFFIX), 'published_at', 'published_at IS NOT NULL'],
+    ],
+    mysqlIndexes: [[pending, 'published_at, created_at']],
+  })
 }
 
 /** One SQL statement with its parameters, in the placeholders of its dialect. */

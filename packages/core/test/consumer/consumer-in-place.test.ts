@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { Ack, AceMq, type Handler, type Instrumentation } from '../../src/index.js'
-import type { OrderedConsumer } from '../../src/spi.js'
-import { readEnvelope } from '../../src/spi.js'
+import { readEnvelope, type OrderedConsumer } from '../../src/spi.js'
 import { closeOnFakeClock, run, useFakeClock } from './fake-clock.js'
 import { ManualDelivery, ManualTransport } from './manual-transport.js'
 

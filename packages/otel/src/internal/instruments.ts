@@ -57,6 +57,59 @@ export interface QueueRecord {
   >
 }
 
+/** A counter's or gauge's unit and description. */
+type Described = readonly [unit: string, description: string]
+
+/** The counters and gauges, by their key in {@link ACEMQ_METRICS}. */
+const DESCRIBED = {
+  publishTotal: ['{message}', 'Messages published, by how the publish ended.'],
+  consumeTotal: ['{message}', 'Deliveries settled, by what actually happened to them.'],
+  messagesRetriedTotal: ['{message}', 'Messages put back for another attempt.'],
+  messagesDeadLetteredTotal: [
+    '{message}',
+    'Messages that landed in a dead-letter or parking queue, by how: dead_lettered (retries ran out), rejected (FatalError, Ack.deadLetter), refused (an interceptor), parked.',
+  ],
+  retryRungMissing: [
+    '{message}',
+    'Broker waits whose rung queue was missing; the message was put back instead.',
+  ],
+  outboxTotal: ['{record}', 'Outbox records the relay handled: published (confirmed) or failed.'],
+  pipelineRunTotal: [
+    '{run}',
+    'Pipeline runs finished: completed by the last step, or ended early by a step.',
+  ],
+  interceptorFailed: [
+    '{failure}',
+    'Interceptors that threw where a throw changes nothing (after the handler, on error, after a confirm).',
+  ],
+  requestTotal: ['{request}', 'Requests settled, by the requester or the responder, and how.'],
+  scheduleTotal: [
+    '{message}',
+    'Delayed messages scheduled, delivered when due, or failing to route.',
+  ],
+  consumeInFlight: ['{message}', 'Handlers running now, counted until their settlement is done.'],
+  orderedPartitionsHalted: [
+    '{partition}',
+    'Partitions of an ordered queue halted on a message until resumed.',
+  ],
+} as const satisfies Partial<Record<keyof typeof ACEMQ_METRICS, Described>>
+
+/**
+ * The histograms, in seconds, by their key in {@link ACEMQ_METRICS}: the description, and
+ * whether they use {@link DURATION_BUCKETS} (else the SDK's boundaries).
+ */
+const HISTOGRAMS = {
+  publishDuration: ['Time from send until the broker confirmed or the publish failed.', true],
+  consumeDuration: ['Handler time only (no decode, claim, wait or settlement).', true],
+  outboxLag: ['Time from an outbox record being written to its publish (or failure).', false],
+  pipelineRunDuration: [
+    "A finished pipeline run's age: from its first publish to the step that ended it.",
+    true,
+  ],
+} as const satisfies Partial<
+  Record<keyof typeof ACEMQ_METRICS, readonly [description: string, bucketed: boolean]>
+>
+
 /**
  * The tracer, the metric instruments (created once per `instrument()` call) and the cached
  * span names and label sets the hot path reuses.
@@ -87,79 +140,39 @@ export class Instruments {
 
   constructor(tracer: Tracer, meter: Meter) {
     this.tracer = tracer
-    this.publishTotal = meter.createCounter(ACEMQ_METRICS.publishTotal, {
-      description: 'Messages published, by how the publish ended.',
-      unit: '{message}',
-    })
-    this.publishDuration = meter.createHistogram(ACEMQ_METRICS.publishDuration, {
-      description: 'Time from send until the broker confirmed or the publish failed.',
-      unit: 's',
-      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
-    })
-    this.consumeTotal = meter.createCounter(ACEMQ_METRICS.consumeTotal, {
-      description: 'Deliveries settled, by what actually happened to them.',
-      unit: '{message}',
-    })
-    this.consumeDuration = meter.createHistogram(ACEMQ_METRICS.consumeDuration, {
-      description: 'Handler time only (no decode, claim, wait or settlement).',
-      unit: 's',
-      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
-    })
-    this.consumeInFlight = meter.createObservableGauge(ACEMQ_METRICS.consumeInFlight, {
-      description: 'Handlers running now, counted until their settlement is done.',
-      unit: '{message}',
-    })
-    this.orderedPartitionsHalted = meter.createObservableGauge(
-      ACEMQ_METRICS.orderedPartitionsHalted,
-      {
-        description: 'Partitions of an ordered queue halted on a message until resumed.',
-        unit: '{partition}',
-      },
-    )
-    this.retriedTotal = meter.createCounter(ACEMQ_METRICS.messagesRetriedTotal, {
-      description: 'Messages put back for another attempt.',
-      unit: '{message}',
-    })
-    this.deadLetteredTotal = meter.createCounter(ACEMQ_METRICS.messagesDeadLetteredTotal, {
-      description:
-        'Messages that landed in a dead-letter or parking queue, by how: dead_lettered (retries ran out), rejected (FatalError, Ack.deadLetter), refused (an interceptor), parked.',
-      unit: '{message}',
-    })
-    this.rungMissing = meter.createCounter(ACEMQ_METRICS.retryRungMissing, {
-      description: 'Broker waits whose rung queue was missing; the message was put back instead.',
-      unit: '{message}',
-    })
-    this.outboxTotal = meter.createCounter(ACEMQ_METRICS.outboxTotal, {
-      description: 'Outbox records the relay handled: published (confirmed) or failed.',
-      unit: '{record}',
-    })
-    this.outboxLag = meter.createHistogram(ACEMQ_METRICS.outboxLag, {
-      description: 'Time from an outbox record being written to its publish (or failure).',
-      unit: 's',
-    })
-    this.pipelineRunTotal = meter.createCounter(ACEMQ_METRICS.pipelineRunTotal, {
-      description: 'Pipeline runs finished: completed by the last step, or ended early by a step.',
-      unit: '{run}',
-    })
-    this.pipelineRunDuration = meter.createHistogram(ACEMQ_METRICS.pipelineRunDuration, {
-      description:
-        "A finished pipeline run's age: from its first publish to the step that ended it.",
-      unit: 's',
-      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
-    })
-    this.interceptorFailed = meter.createCounter(ACEMQ_METRICS.interceptorFailed, {
-      description:
-        'Interceptors that threw where a throw changes nothing (after the handler, on error, after a confirm).',
-      unit: '{failure}',
-    })
-    this.requestTotal = meter.createCounter(ACEMQ_METRICS.requestTotal, {
-      description: 'Requests settled, by the requester or the responder, and how.',
-      unit: '{request}',
-    })
-    this.scheduleTotal = meter.createCounter(ACEMQ_METRICS.scheduleTotal, {
-      description: 'Delayed messages scheduled, delivered when due, or failing to route.',
-      unit: '{message}',
-    })
+    const counter = (key: keyof typeof DESCRIBED): Counter => {
+      const [unit, description] = DESCRIBED[key]
+      return meter.createCounter(ACEMQ_METRICS[key], { description, unit })
+    }
+    const gauge = (key: keyof typeof DESCRIBED): ObservableGauge => {
+      const [unit, description] = DESCRIBED[key]
+      return meter.createObservableGauge(ACEMQ_METRICS[key], { description, unit })
+    }
+    const seconds = (key: keyof typeof HISTOGRAMS): Histogram => {
+      const [description, bucketed] = HISTOGRAMS[key]
+      return meter.createHistogram(
+        ACEMQ_METRICS[key],
+        bucketed
+          ? { description, unit: 's', advice: { explicitBucketBoundaries: DURATION_BUCKETS } }
+          : { description, unit: 's' },
+      )
+    }
+    this.publishTotal = counter('publishTotal')
+    this.publishDuration = seconds('publishDuration')
+    this.consumeTotal = counter('consumeTotal')
+    this.consumeDuration = seconds('consumeDuration')
+    this.consumeInFlight = gauge('consumeInFlight')
+    this.orderedPartitionsHalted = gauge('orderedPartitionsHalted')
+    this.retriedTotal = counter('messagesRetriedTotal')
+    this.deadLetteredTotal = counter('messagesDeadLetteredTotal')
+    this.rungMissing = counter('retryRungMissing')
+    this.outboxTotal = counter('outboxTotal')
+    this.outboxLag = seconds('outboxLag')
+    this.pipelineRunTotal = counter('pipelineRunTotal')
+    this.pipelineRunDuration = seconds('pipelineRunDuration')
+    this.interceptorFailed = counter('interceptorFailed')
+    this.requestTotal = counter('requestTotal')
+    this.scheduleTotal = counter('scheduleTotal')
   }
 
   /** The cached record of a publish route. */

@@ -1,3 +1,7 @@
+/** Resolves after `ms` milliseconds. */
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms))
+
 /**
  * Waits until `condition` holds, polling every 10 ms, or throws after `timeoutMs` naming
  * `what`. Needs no test runner.
@@ -15,7 +19,7 @@ export async function eventually(
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     if (await condition()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await sleep(10)
   }
   throw new Error(`${what} did not hold within ${timeoutMs} ms`)
 }

@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DeadLetterArchive, InMemoryTransport, type DeadLetterArchiveStore } from '@acemq/core'
-import type { ArchivedMessage } from '@acemq/core/spi'
-import { decodeWireJson, encodeWireJson } from '@acemq/core/spi'
+import { decodeWireJson, encodeWireJson, type ArchivedMessage } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 
 /** A store under test, on fresh tables. */

@@ -17,8 +17,7 @@ import {
 } from './engine-scenarios.js'
 import { RecordingTransport } from './recording-transport.js'
 import { uniqueName } from '../services/services.js'
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+import { sleep } from '../helpers/eventually.js'
 
 async function eventually(
   condition: () => boolean | Promise<boolean>,

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   AceMq,
   ConsumerOptions,
@@ -8,17 +8,10 @@ import {
   type IdempotencyStore,
 } from '@acemq/core'
 import { type ClaimingIdempotencyStore } from '@acemq/core/spi'
-import {
-  closeScenario,
-  openScenario,
-  type BrokerProbe,
-  type ScenarioConnection,
-  type ScenarioTarget,
-} from './engine-scenarios.js'
-import { eventually } from '../helpers/eventually.js'
+import { type BrokerProbe, type ScenarioTarget } from './engine-scenarios.js'
+import { eachScenario } from './scenario-hooks.js'
+import { eventually, sleep } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A store that implements only the four basic methods, as a contributed store might. */
 export class BasicOnlyStore implements IdempotencyStore {
@@ -67,16 +60,9 @@ export function idempotencyScenarios(name: string, target: ScenarioTarget): void
   describe(`idempotent consumers on ${name}`, () => {
     let mq: AceMq
     let probe: BrokerProbe & { close(): Promise<void> }
-    let connection: ScenarioConnection
     const queues: string[] = []
-
-    beforeEach(async () => {
-      connection = await openScenario(target)
+    eachScenario(target, queues, (connection) => {
       ;({ mq, probe } = connection)
-    })
-
-    afterEach(async () => {
-      await closeScenario(connection, queues)
     })
 
     async function queue(): Promise<string> {

@@ -8,8 +8,12 @@ import {
   type Message,
   type OrderedQueue,
 } from '@acemq/core'
-import type { OrderedConsumer, OrderedQueueBuilder } from '@acemq/core/spi'
-import { ORDERED_KEY_HEADER, readEnvelope } from '@acemq/core/spi'
+import {
+  ORDERED_KEY_HEADER,
+  readEnvelope,
+  type OrderedConsumer,
+  type OrderedQueueBuilder,
+} from '@acemq/core/spi'
 import {
   openScenario,
   type BrokerProbe,

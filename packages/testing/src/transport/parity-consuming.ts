@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest'
-import { type Transport } from '@acemq/core/spi'
+import { type Delivery, type Transport, type TransportSubscription } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { QUIET_MS, sleep, flagged, type ParityKit } from './parity-kit.js'
 
@@ -22,6 +22,24 @@ export function consumingParity(kit: ParityKit): void {
     t = kit.transport()
   })
 
+  /**
+   * A new queue (classic, or quorum with a delivery limit of 5) holding m1 to m5, the first
+   * three delivered to a subscription of prefetch 3 that is then cancelled.
+   */
+  async function threeOfFiveTaken(kind: 'classic' | 'quorum'): Promise<{
+    readonly q: string
+    readonly deliveries: readonly Delivery[]
+    readonly subscription: TransportSubscription
+  }> {
+    const q = fresh(kind)
+    await t.declare([kind === 'classic' ? queue(q) : queue(q, 'quorum', { 'x-delivery-limit': 5 })])
+    for (let i = 1; i <= 5; i++) await publish('', q, `m${i}`)
+    const { deliveries, subscription } = await subscribe(q, 3)
+    await eventually(() => deliveries.length === 3)
+    await subscription.cancel()
+    return { q, deliveries, subscription }
+  }
+
   describe('consuming', () => {
     it('hands each consumer no more than its own prefetch, and 0 means no limit', async () => {
       const q = fresh('q')
@@ -42,23 +60,13 @@ export function consumingParity(kit: ParityKit): void {
     })
 
     it('puts requeued messages of a classic queue back in their original positions, redelivered', async () => {
-      const q = fresh('classic')
-      await t.declare([queue(q)])
-      for (let i = 1; i <= 5; i++) await publish('', q, `m${i}`)
-      const { deliveries, subscription } = await subscribe(q, 3)
-      await eventually(() => deliveries.length === 3)
-      await subscription.cancel()
+      const { q, deliveries } = await threeOfFiveTaken('classic')
       for (const i of [1, 0, 2]) deliveries[i]?.nack(true)
       expect(await bodies(q, 5)).toEqual(['m1*', 'm2*', 'm3*', 'm4', 'm5'])
     })
 
     it('requeues to the head of a quorum queue with a delivery limit, in the order returned, counting each', async () => {
-      const q = fresh('quorum')
-      await t.declare([queue(q, 'quorum', { 'x-delivery-limit': 5 })])
-      for (let i = 1; i <= 5; i++) await publish('', q, `m${i}`)
-      const { deliveries, subscription } = await subscribe(q, 3)
-      await eventually(() => deliveries.length === 3)
-      await subscription.cancel()
+      const { q, deliveries } = await threeOfFiveTaken('quorum')
       for (const i of [1, 0, 2]) deliveries[i]?.nack(true)
       const again = await take(q, 5)
       expect(again.map(flagged)).toEqual(['m2*', 'm1*', 'm3*', 'm4', 'm5'])
@@ -72,12 +80,7 @@ export function consumingParity(kit: ParityKit): void {
     })
 
     it("returns a closed channel's deliveries to a quorum queue's head after those already returned", async () => {
-      const q = fresh('quorum')
-      await t.declare([queue(q, 'quorum', { 'x-delivery-limit': 5 })])
-      for (let i = 1; i <= 5; i++) await publish('', q, `m${i}`)
-      const { deliveries, subscription } = await subscribe(q, 3)
-      await eventually(() => deliveries.length === 3)
-      await subscription.cancel()
+      const { q, deliveries, subscription } = await threeOfFiveTaken('quorum')
       deliveries[2]?.nack(true)
       await sleep(QUIET_MS)
       await closeSubscription(subscription)

@@ -8,7 +8,7 @@ import {
   type Transport,
   type TransportSubscription,
 } from '@acemq/core/spi'
-import { eventually } from '../helpers/eventually.js'
+import { eventually, sleep } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 
 /** What the parity suite needs from each side: a transport, and the broker's own counts. */
@@ -29,8 +29,7 @@ export interface Seen {
   readonly redelivered: boolean
 }
 
-export const sleep = (ms: number): Promise<void> =>
-  new Promise((resolve) => setTimeout(resolve, ms))
+export { sleep }
 
 /** How long a test waits, after the deliveries it expects, for any it does not. */
 export const QUIET_MS = 150

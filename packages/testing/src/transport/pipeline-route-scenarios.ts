@@ -1,24 +1,21 @@
 // The routes a pipeline must follow whoever wrote them (docs/design.md §15): pipelines sharing
 // one idempotency store, routes that revisit a step, steps renamed or removed between deploys,
 // and the family's layout (the pipeline's exchange). Run by pipelineScenarios on every transport.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { InMemoryIdempotencyStore, Topology, type AceMq } from '@acemq/core'
 import { ENVELOPE_HEADERS, ROUTE_HEADERS, headerString } from '@acemq/core/spi'
-import { eventually as until } from '../helpers/eventually.js'
+import { eventually as until, sleep } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
 import {
-  closeScenario,
-  openScenario,
   type BrokerProbe,
   type ScenarioConnection,
   type ScenarioTarget,
 } from './engine-scenarios.js'
+import { eachScenario } from './scenario-hooks.js'
 
 interface Order {
   readonly id: string
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A run's first message as another AceMQ library writes it: its own route, at `position`. */
 function foreignHop(
@@ -48,14 +45,9 @@ export function pipelineRouteScenarios(label: string, target: ScenarioTarget): v
     let mq: AceMq
     let probe: BrokerProbe
     const queues: string[] = []
-
-    beforeEach(async () => {
-      connection = await openScenario(target)
-      ;({ mq, probe } = connection)
-    })
-
-    afterEach(async () => {
-      await closeScenario(connection, queues)
+    eachScenario(target, queues, (opened) => {
+      connection = opened
+      ;({ mq, probe } = opened)
     })
 
     /** A new pipeline name; its step queues are deleted after the scenario. */

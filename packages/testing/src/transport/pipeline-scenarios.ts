@@ -1,7 +1,7 @@
 // Pipeline scenarios shared by both transports (docs/design.md §15): one set of cases run on
 // the in-memory transport (packages/core/test/pipeline/) and on RabbitMQ
 // (packages/transport-amqp/test/pipeline.integration.test.ts).
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   FatalError,
   InMemoryIdempotencyStore,
@@ -12,13 +12,8 @@ import {
 import { ENVELOPE_HEADERS, ROUTE_HEADERS, headerInteger, headerString } from '@acemq/core/spi'
 import { eventually as until } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
-import {
-  closeScenario,
-  openScenario,
-  type BrokerProbe,
-  type ScenarioConnection,
-  type ScenarioTarget,
-} from './engine-scenarios.js'
+import { type BrokerProbe, type ScenarioTarget } from './engine-scenarios.js'
+import { eachScenario } from './scenario-hooks.js'
 import { pipelineRouteScenarios } from './pipeline-route-scenarios.js'
 
 interface Order {
@@ -36,23 +31,22 @@ interface Order {
  */
 export function pipelineScenarios(label: string, target: ScenarioTarget): void {
   describe(`pipelines on ${label}`, () => {
-    let connection: ScenarioConnection
     let mq: AceMq
     let probe: BrokerProbe
     let name: string
     const queues: string[] = []
     const steps = ['reserve', 'charge', 'ship'] as const
 
-    beforeEach(async () => {
-      connection = await openScenario(target, undefined, { origin: 'shop@test' })
-      ;({ mq, probe } = connection)
-      name = uniqueName('pipeline')
-      for (const step of steps) queues.push(`${name}.${step}`, `${name}.${step}.retry.20ms`)
-    })
-
-    afterEach(async () => {
-      await closeScenario(connection, queues)
-    })
+    eachScenario(
+      target,
+      queues,
+      (connection) => {
+        ;({ mq, probe } = connection)
+        name = uniqueName('pipeline')
+        for (const step of steps) queues.push(`${name}.${step}`, `${name}.${step}.retry.20ms`)
+      },
+      { options: { origin: 'shop@test' } },
+    )
 
     it('carries a run through every step in order and counts it entered and completed', async () => {
       const seen: string[] = []

@@ -7,8 +7,7 @@ import {
   type Headers,
   type ReplayMessage,
 } from '@acemq/core'
-import type { GiveBack } from '@acemq/core/spi'
-import { headerInteger, readEnvelope, type Transport } from '@acemq/core/spi'
+import { headerInteger, readEnvelope, type GiveBack, type Transport } from '@acemq/core/spi'
 import {
   closeScenario,
   openScenario,

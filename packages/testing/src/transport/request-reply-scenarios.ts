@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   ConsumerOptions,
   ErrorCodes,
@@ -10,16 +10,11 @@ import {
   type Requester,
   type Responder,
 } from '@acemq/core'
-import { REPLY_TO_HEADER, type Transport } from '@acemq/core/spi'
+import { REPLY_TO_HEADER } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
-import {
-  closeScenario,
-  openScenario,
-  type BrokerProbe,
-  type ScenarioConnection,
-  type ScenarioTarget,
-} from './engine-scenarios.js'
+import { type BrokerProbe, type ScenarioTarget } from './engine-scenarios.js'
+import { eachScenario } from './scenario-hooks.js'
 
 /** The code a promise rejects with (failing when it resolves). */
 async function rejection(work: Promise<unknown>): Promise<unknown> {
@@ -44,7 +39,6 @@ async function details(mq: AceMq, prefix: string): Promise<Record<string, string
  */
 export function requestReplyScenarios(name: string, target: ScenarioTarget): void {
   describe(`request/reply on ${name}`, () => {
-    let connection: ScenarioConnection<Transport>
     let mq: AceMq
     let probe: BrokerProbe
     let requester: Requester
@@ -52,15 +46,24 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
     const queues: string[] = []
     const responders: Responder[] = []
 
-    beforeEach(async () => {
-      connection = await openScenario(target)
-      mq = connection.mq
-      probe = connection.probe
-      queue = uniqueName('acemq.rpc')
-      queues.push(queue)
-      await mq.applyTopology(Topology.define().queueWithDeadLetter(queue))
-      requester = mq.requester({ timeout: '5s' })
-    })
+    eachScenario(
+      target,
+      queues,
+      async (connection) => {
+        ;({ mq, probe } = connection)
+        queue = uniqueName('acemq.rpc')
+        queues.push(queue)
+        await mq.applyTopology(Topology.define().queueWithDeadLetter(queue))
+        requester = mq.requester({ timeout: '5s' })
+      },
+      {
+        closing: async () => {
+          for (const responder of responders.splice(0)) await responder.close({ drainTimeout: 0 })
+          await requester.close()
+          await probe.deleteQueue(requester.replyQueue)
+        },
+      },
+    )
 
     /** A responder that echoes each request once `release()` is called. */
     async function heldResponder(): Promise<() => void> {
@@ -74,13 +77,6 @@ export function requestReplyScenarios(name: string, target: ScenarioTarget): voi
       )
       return release
     }
-
-    afterEach(async () => {
-      for (const responder of responders.splice(0)) await responder.close({ drainTimeout: 0 })
-      await requester.close()
-      await probe.deleteQueue(requester.replyQueue)
-      await closeScenario(connection, queues)
-    })
 
     it('answers a request with the handler’s return value, the request’s id as the reply’s correlation', async () => {
       responders.push(

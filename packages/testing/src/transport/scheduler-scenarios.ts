@@ -1,21 +1,15 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { AceMq, Topology, type Scheduler } from '@acemq/core'
 import {
   SCHEDULE_DUE_QUEUE,
   SCHEDULE_RUNGS,
   readEnvelope,
   type ScheduleEventInfo,
-  type Transport,
 } from '@acemq/core/spi'
 import { eventually } from '../helpers/eventually.js'
 import { uniqueName } from '../services/services.js'
-import {
-  closeScenario,
-  openScenario,
-  type BrokerProbe,
-  type ScenarioConnection,
-  type ScenarioTarget,
-} from './engine-scenarios.js'
+import { openScenario, type BrokerProbe, type ScenarioTarget } from './engine-scenarios.js'
+import { eachScenario } from './scenario-hooks.js'
 
 /**
  * The scheduler (docs/design.md §25), run against every transport: the family's ladder, a
@@ -26,7 +20,6 @@ import {
  */
 export function schedulerScenarios(name: string, target: ScenarioTarget): void {
   describe(`the scheduler on ${name}`, () => {
-    let connection: ScenarioConnection<Transport>
     let mq: AceMq
     let probe: BrokerProbe
     let scheduler: Scheduler
@@ -34,26 +27,24 @@ export function schedulerScenarios(name: string, target: ScenarioTarget): void {
     const queues: string[] = []
     const events: ScheduleEventInfo[] = []
 
-    beforeEach(async () => {
-      connection = await openScenario(target)
-      mq = connection.mq
-      probe = connection.probe
-      mq.setInstrumentation({
-        publishStarted: () => undefined,
-        processStarted: () => undefined,
-        scheduleEvent: (info) => events.push(info),
-      })
-      events.length = 0
-      queue = uniqueName('acemq.later')
-      queues.push(queue)
-      await mq.applyTopology(Topology.define().queue(queue))
-      scheduler = mq.scheduler()
-    })
-
-    afterEach(async () => {
-      await scheduler.close()
-      await closeScenario(connection, queues)
-    })
+    eachScenario(
+      target,
+      queues,
+      async (connection) => {
+        ;({ mq, probe } = connection)
+        mq.setInstrumentation({
+          publishStarted: () => undefined,
+          processStarted: () => undefined,
+          scheduleEvent: (info) => events.push(info),
+        })
+        events.length = 0
+        queue = uniqueName('acemq.later')
+        queues.push(queue)
+        await mq.applyTopology(Topology.define().queue(queue))
+        scheduler = mq.scheduler()
+      },
+      { closing: () => scheduler.close() },
+    )
 
     it('declares the family’s ladder: five rung queues and the control queue', async () => {
       await scheduler.in('2s', '', queue, { n: 1 })

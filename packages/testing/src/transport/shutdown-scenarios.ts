@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   Ack,
   AceMq,
@@ -10,18 +10,11 @@ import {
   type Message,
 } from '@acemq/core'
 import { readEnvelope } from '@acemq/core/spi'
-import {
-  closeScenario,
-  openScenario,
-  type BrokerProbe,
-  type ScenarioConnection,
-  type ScenarioTarget,
-} from './engine-scenarios.js'
-import { eventually } from '../helpers/eventually.js'
+import { type BrokerProbe, type ScenarioTarget } from './engine-scenarios.js'
+import { eachScenario } from './scenario-hooks.js'
+import { eventually, sleep } from '../helpers/eventually.js'
 import { RecordingTransport } from './recording-transport.js'
 import { uniqueName } from '../services/services.js'
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /**
  * The shutdown scenarios of docs/design.md §8 — pause, drain, close, cancellation — run against every
@@ -32,17 +25,15 @@ export function shutdownScenarios(name: string, target: ScenarioTarget): void {
     let transport: RecordingTransport
     let mq: AceMq
     let probe: BrokerProbe & { close(): Promise<void> }
-    let connection: ScenarioConnection<RecordingTransport>
     const queues: string[] = []
-
-    beforeEach(async () => {
-      connection = await openScenario(target, (inner) => new RecordingTransport(inner))
-      ;({ transport, mq, probe } = connection)
-    })
-
-    afterEach(async () => {
-      await closeScenario(connection, queues)
-    })
+    eachScenario<RecordingTransport>(
+      target,
+      queues,
+      (connection) => {
+        ;({ transport, mq, probe } = connection)
+      },
+      { wrap: (inner) => new RecordingTransport(inner) },
+    )
 
     async function queue(): Promise<string> {
       const q = uniqueName('shutdown')

@@ -51,8 +51,11 @@ export class RecordingTransport implements Transport {
     this.lanes.set(message, options?.lane ?? 'application')
   }
 
-  /** The lane each published message went on. */
-  readonly lanes = new Map<OutgoingMessage, 'application' | 'engine'>()
+  /**
+   * The lane each published message went on. Written as the option's own type, so its
+   * declaration reads the same whatever order the compiler meets the two names in.
+   */
+  readonly lanes: Map<OutgoingMessage, NonNullable<TransportPublishOptions['lane']>> = new Map()
   consume(
     queue: string,
     options: TransportConsumeOptions,

@@ -241,4 +241,32 @@ export const TARGETS = [
     // A mutant that never ends a batch hangs its test: stopped 5 s past the test's usual time.
     timeoutMS: 5_000,
   },
+  {
+    name: 'core-ordered',
+    floor: 85,
+    mutate: ['packages/core/src/ordered/**/*.ts'],
+    // The partition hash, the builder and queue, the scenarios on the in-memory transport.
+    testFiles: ['packages/core/test/ordered/*.test.ts'],
+    // The family's partition figures the hash test reads, and the transport that refuses one
+    // queue (a consume, or a build, that cannot start everything).
+    inputs: [
+      'packages/core/test/ordered/partition-fixtures.json',
+      'packages/core/test/refusing-transport.ts',
+    ],
+    timeoutMS: 5_000,
+  },
+  {
+    name: 'core-pipeline',
+    floor: 85,
+    mutate: ['packages/core/src/pipeline/**/*.ts'],
+    // The builder, the route headers, the unserved steps, the hops, the scenarios on the
+    // in-memory transport.
+    testFiles: ['packages/core/test/pipeline/*.test.ts'],
+    inputs: ['packages/core/test/refusing-transport.ts'],
+    // Waits out the default 5 s put-back in real time (the ordinary suite still runs it).
+    leaveOut: [
+      'puts back a step whose claim is live elsewhere, after the default delay, and runs it once the claim is released',
+    ],
+    timeoutMS: 5_000,
+  },
 ]

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, expect, it, vi } from 'vitest'
 import { InMemoryTransport, Topology } from '../../src/index.js'
+import type { Transport } from '../../src/spi.js'
 import { UnservedSteps } from '../../src/pipeline/unserved-steps.js'
 
 let transport: InMemoryTransport
@@ -19,12 +20,64 @@ afterEach(async () => {
 it('asks the broker whether a queue exists at most once a second, however many hops go there', async () => {
   await transport.declare(Topology.define().queue('p.charge').plan())
   const asked = vi.spyOn(transport, 'queueLength')
-  vi.useFakeTimers({ now: 0, toFake: ['Date'] })
+  vi.useFakeTimers({ now: 10_000, toFake: ['Date'] })
   for (let n = 0; n < 10; n++) expect(await unserved.missing('charge', 'p.charge')).toBeUndefined()
   expect(asked).toHaveBeenCalledTimes(1)
-  vi.setSystemTime(1_000)
+  vi.setSystemTime(10_999)
+  await unserved.missing('charge', 'p.charge')
+  expect(asked).toHaveBeenCalledTimes(1)
+  vi.setSystemTime(11_000)
   await unserved.missing('charge', 'p.charge')
   expect(asked).toHaveBeenCalledTimes(2)
+  // Each queue is asked about on its own.
+  await transport.declare(Topology.define().queue('p.ship').plan())
+  await unserved.missing('ship', 'p.ship')
+  expect(asked).toHaveBeenCalledTimes(3)
+})
+
+it('watches a queue found to exist, and reports the runs waiting there', async () => {
+  await transport.declare(Topology.define().queue('p.charge').queue('p.ship').plan())
+  await publishTo('p.charge')
+  await publishTo('p.ship')
+  await publishTo('p.ship')
+  expect(await unserved.missing('charge', 'p.charge')).toBeUndefined()
+  expect(await unserved.missing('ship', 'p.ship')).toBeUndefined()
+  expect(await unserved.report()).toEqual({
+    name: 'pipeline:p',
+    status: 'DEGRADED',
+    details: { steps: 'a,bill', unserved: 'p.charge=1,p.ship=2' },
+  })
+})
+
+it('calls a hop tried, and its queue uncounted, when the transport cannot tell whether the queue exists', async () => {
+  const blind = new UnservedSteps('p', ['a'], { queueLength: undefined } as unknown as Transport)
+  expect(await blind.missing('charge', 'p.charge')).toBeUndefined()
+  blind.watch('p.charge')
+  blind.watch('p.ship')
+  expect(await blind.report()).toEqual({
+    name: 'pipeline:p',
+    status: 'UP',
+    details: { steps: 'a', uncounted: 'p.charge,p.ship' },
+  })
+})
+
+it('calls a hop tried, and its queue uncounted with the reason, when the broker fails to answer otherwise', async () => {
+  const failing = {
+    queueLength: () => Promise.reject(new Error('channel closed')),
+  } as unknown as Transport
+  const unsure = new UnservedSteps('p', ['a', 'b'], failing)
+  expect(await unsure.missing('charge', 'p.charge')).toBeUndefined()
+  unsure.watch('p.charge')
+  expect(await unsure.report()).toEqual({
+    name: 'pipeline:p',
+    status: 'UP',
+    details: { steps: 'a,b', uncounted: 'p.charge (channel closed)' },
+  })
+  // Not forgotten: the next report asks again.
+  expect((await unsure.report()).details).toEqual({
+    steps: 'a,b',
+    uncounted: 'p.charge (channel closed)',
+  })
 })
 
 it('says why a hop to a queue that does not exist can never be routed, naming the entry, the pipeline and its steps', async () => {

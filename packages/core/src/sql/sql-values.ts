@@ -3,7 +3,7 @@ import { ErrorCodes } from '../error-codes.js'
 
 /**
  * A number read back from a column, whatever the driver made of it (a number, a bigint, a
- * numeric string): a whole number when `whole`, else any finite one. Anything else throws
+ * numeric string, never an empty one): a whole number when `whole`, else any finite one. Anything else throws
  * `ACEMQ_STORE_RESULT_UNKNOWN`, saying that `table` returned it for `column`. For store authors.
  *
  * @example
@@ -15,7 +15,7 @@ export function columnNumber(value: unknown, table: string, column: string, whol
   const n =
     typeof value === 'number'
       ? value
-      : typeof value === 'bigint' || typeof value === 'string'
+      : typeof value === 'bigint' || (typeof value === 'string' && value.trim() !== '')
         ? Number(value)
         : NaN
   if (whole ? !Number.isSafeInteger(n) : !Number.isFinite(n)) {

@@ -95,3 +95,18 @@ describe('foreignIdempotencyTable', () => {
     expect(foreignIdempotencyTable('seen', [])).toBeUndefined()
   })
 })
+
+describe('foreignIdempotencyTable, for each library of the family', () => {
+  it.each([
+    [
+      'the Python AceMQ library',
+      columns('message_id', 'state', 'claimed_by', 'recorded_at:bigint', 'expires_at:bigint'),
+    ],
+    ['the .NET AceMQ library', columns('message_id', 'claimed_at', 'confirmed:boolean')],
+    ['the Go AceMQ library', columns('key', 'handled_at', 'confirmed:boolean')],
+  ])('names %s', (library, found) => {
+    expect(foreignIdempotencyTable('acemq_idempotency', found)).toContain(
+      `has the layout of ${library} (${found.map((c) => c.name).join(', ')})`,
+    )
+  })
+})

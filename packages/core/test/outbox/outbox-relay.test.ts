@@ -182,6 +182,20 @@ describe('the outbox relay on the in-memory transport', () => {
     expect(transport.messageCount('orders.placed')).toBe(1)
   })
 
+  it('starts again while a stop is under way: the new run takes over the health report', async () => {
+    const relay = mq.outbox(new InMemoryOutboxStore(), { poll: '1h' })
+    relay.start()
+    const stopping = relay.stop()
+    relay.start()
+    await stopping
+    expect(relay.isRunning).toBe(true)
+    const outbox = async (): Promise<Record<string, string> | undefined> =>
+      (await mq.health()).reports.find((r) => r.name === 'outbox')?.details
+    expect((await outbox())?.['running']).toBe('true')
+    await relay.stop()
+    expect(await outbox()).toBeUndefined()
+  })
+
   it('refuses options that make no sense, and a second running relay under the same health name', () => {
     const store = new InMemoryOutboxStore()
     expect(() => mq.outbox(store, { batch: 0 })).toThrow(/batch/)

@@ -8,7 +8,8 @@ import {
   type Instrumentation,
 } from '../../src/index.js'
 import { readEnvelope, type OutboxRelayInfo } from '../../src/spi.js'
-import { eventually, outboxStoreReplacing } from '@acemq/testing'
+import { eventually } from '@acemq/testing'
+import { gatedMarks } from './relay-doubles.js'
 
 describe('the outbox relay on the in-memory transport', () => {
   let transport: InMemoryTransport
@@ -158,20 +159,11 @@ describe('the outbox relay on the in-memory transport', () => {
 
   it('lets close() wait for the round under way: its publishes are confirmed and marked first', async () => {
     const inner = new InMemoryOutboxStore()
-    let openGate: () => void = () => undefined
-    const gate = new Promise<void>((resolve) => (openGate = resolve))
-    let marking = false
     // The in-memory store, with a mark that waits at a gate.
-    const store = outboxStoreReplacing(inner, {
-      markPublished: async (ids) => {
-        marking = true
-        await gate
-        await inner.markPublished(ids)
-      },
-    })
+    const { store, marking, open: openGate } = gatedMarks(inner)
     await inner.add(OutboxRecord.of('', 'orders.placed', { id: 'o-9' }, { id: 'r-9' }))
     mq.outbox(store, { poll: 10 }).start()
-    await eventually(() => marking, 5_000, 'the relay marking')
+    await eventually(marking, 5_000, 'the relay marking')
     let closed = false
     const closing = mq.close().then(() => (closed = true))
     await new Promise((resolve) => setTimeout(resolve, 50))

@@ -269,4 +269,31 @@ export const TARGETS = [
     ],
     timeoutMS: 5_000,
   },
+  {
+    name: 'core-outbox-relay',
+    floor: 85,
+    mutate: [
+      'packages/core/src/outbox/outbox-relay.ts',
+      'packages/core/src/outbox/lease-keeper.ts',
+      'packages/core/src/outbox/publish-outcome.ts',
+      'packages/core/src/outbox/outbox-record.ts',
+    ],
+    testFiles: ['packages/core/test/outbox/*.test.ts'],
+    // Tests that wait real time: a mark tried five times over 1.5 s, a lease renewed over a
+    // second. What they pin is pinned on a fake clock in outbox-relay-clock.test.ts.
+    leaveOut: [
+      'marks the pipelined next batch even when one batch’s mark keeps failing: only that batch goes out again (issue 27 item 6)',
+      'renews the lease while a batch is held: a second relay publishes none of it (issue 27 item 7)',
+      'a mark that keeps failing costs its own batch only: the pipelined next batch is marked',
+      'keeps the lease of a batch whose publishes are held: a second relay publishes none of it',
+    ],
+    timeoutMS: 5_000,
+  },
+  {
+    name: 'core-replay',
+    floor: 85,
+    mutate: ['packages/core/src/replay/**/*.ts'],
+    testFiles: ['packages/core/test/replay/*.test.ts'],
+    timeoutMS: 5_000,
+  },
 ]

@@ -240,6 +240,8 @@ export class OutboxRelay {
   start(): void {
     if (this.isRunning) return
     if (this.#host.closed) throw new ClosedError()
+    // A stop still under way has not taken its run's report back yet: this run's replaces it.
+    this.#unregister?.()
     this.#unregister = this.#host.registerHealth(this.#healthContributor())
     const stopping = new AbortController()
     this.#stopping = stopping

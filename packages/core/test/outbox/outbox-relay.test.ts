@@ -8,7 +8,8 @@ import {
   type Instrumentation,
 } from '../../src/index.js'
 import { readEnvelope, type OutboxRelayInfo } from '../../src/spi.js'
-import { eventually, outboxStoreReplacing } from '@acemq/testing'
+import { eventually } from '@acemq/testing'
+import { gatedMarks } from './relay-doubles.js'
 
 describe('the outbox relay on the in-memory transport', () => {
   let transport: InMemoryTransport
@@ -158,20 +159,11 @@ describe('the outbox relay on the in-memory transport', () => {
 
   it('lets close() wait for the round under way: its publishes are confirmed and marked first', async () => {
     const inner = new InMemoryOutboxStore()
-    let openGate: () => void = () => undefined
-    const gate = new Promise<void>((resolve) => (openGate = resolve))
-    let marking = false
     // The in-memory store, with a mark that waits at a gate.
-    const store = outboxStoreReplacing(inner, {
-      markPublished: async (ids) => {
-        marking = true
-        await gate
-        await inner.markPublished(ids)
-      },
-    })
+    const { store, marking, open: openGate } = gatedMarks(inner)
     await inner.add(OutboxRecord.of('', 'orders.placed', { id: 'o-9' }, { id: 'r-9' }))
     mq.outbox(store, { poll: 10 }).start()
-    await eventually(() => marking, 5_000, 'the relay marking')
+    await eventually(marking, 5_000, 'the relay marking')
     let closed = false
     const closing = mq.close().then(() => (closed = true))
     await new Promise((resolve) => setTimeout(resolve, 50))
@@ -180,6 +172,20 @@ describe('the outbox relay on the in-memory transport', () => {
     await closing
     expect(inner.isPublished('r-9')).toBe(true)
     expect(transport.messageCount('orders.placed')).toBe(1)
+  })
+
+  it('starts again while a stop is under way: the new run takes over the health report', async () => {
+    const relay = mq.outbox(new InMemoryOutboxStore(), { poll: '1h' })
+    relay.start()
+    const stopping = relay.stop()
+    relay.start()
+    await stopping
+    expect(relay.isRunning).toBe(true)
+    const outbox = async (): Promise<Record<string, string> | undefined> =>
+      (await mq.health()).reports.find((r) => r.name === 'outbox')?.details
+    expect((await outbox())?.['running']).toBe('true')
+    await relay.stop()
+    expect(await outbox()).toBeUndefined()
   })
 
   it('refuses options that make no sense, and a second running relay under the same health name', () => {

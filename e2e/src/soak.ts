@@ -8,7 +8,8 @@
  * - every connection of the run's virtual host closed (`rabbitmqctl close_all_connections`);
  * - the broker's memory alarm for 3 s (`set_vm_memory_high_watermark`, always restored, under
  *   the broker-fault lock the fault tests share);
- * - a worker killed with SIGKILL (never `w1`, whose memory is measured) and a new one started;
+ * - a worker killed with SIGKILL once its handlers are stalled (never `w1`, whose memory is
+ *   measured) and a new one started;
  * - with `--postgres-restarts` only, Postgres stopped and started (`pg_ctlcluster`): other
  *   sessions on a shared machine use it too.
  *
@@ -63,6 +64,7 @@ async function ask<T>(child: Child, command: string, kind: string): Promise<T> {
 }
 
 const CLAIM_TIMEOUT_MS = 3_000
+const CONCURRENCY = 4
 const queue = 'soak.work'
 const vhost = await BrokerVhost.create('acemq-soak')
 const database = await effectsDatabase((table) => createTableSql({ table, dialect: 'postgres' }))
@@ -97,7 +99,7 @@ function startWorker(): Child {
     CLAIM_TIMEOUT_MS: String(CLAIM_TIMEOUT_MS),
     HANDLER_MS: '5',
     PREFETCH: '20',
-    CONCURRENCY: '4',
+    CONCURRENCY: String(CONCURRENCY),
   })
   // Only what a worker says at the end matters: drop its per-message lines as they come.
   worker.process.stdout?.on('data', () => {
@@ -153,7 +155,16 @@ try {
       'worker SIGKILL',
       async () => {
         const victim = 1 + Math.floor(Math.random() * (live.length - 1))
-        ;(live[victim] as Child).process.kill('SIGKILL')
+        const worker = live[victim] as Child
+        // As the faults run does: once its handlers are all stalled, no handler is between its
+        // side effect and its confirm, and the kill leaves only claims for others to take
+        // over. (Killed anywhere else, a handler whose side effect committed before its claim
+        // was confirmed runs again after the lease: the store's at-least-once window.)
+        const stalled = (): number => worker.lines.filter((l) => l.startsWith('STALLED ')).length
+        worker.send('stall')
+        const until = Date.now() + 20_000
+        while (stalled() < CONCURRENCY && Date.now() < until) await sleep(50)
+        worker.process.kill('SIGKILL')
         const replacement = startWorker()
         live[victim] = replacement
         await replacement.waitFor(/^READY$/, 60_000)

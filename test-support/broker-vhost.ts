@@ -136,6 +136,12 @@ export class BrokerVhost {
    * Forces every connection on this vhost closed, as an operator, a broker restart or a network
    * cut would. Hold the broker-fault lock around it (`withBrokerFault`).
    */
+  /** Whether queue `name` exists and holds no message, ready or unacknowledged. */
+  async isEmpty(name: string): Promise<boolean> {
+    const counts = (await this.queueCounts()).get(name)
+    return counts !== undefined && counts.ready + counts.unacked === 0
+  }
+
   async closeAllConnections(): Promise<void> {
     await rabbitmqctl('close_all_connections', '--vhost', this.name, 'acemq test: forced close')
   }

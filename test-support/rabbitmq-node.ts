@@ -72,9 +72,10 @@ export function freePort(): Promise<number> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-function accepts(port: number): Promise<boolean> {
+/** Whether `host:port` accepts a TCP connection within a second. */
+export function accepts(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port })
+    const socket = net.connect({ host, port })
     const done = (ok: boolean): void => {
       socket.destroy()
       resolve(ok)
@@ -119,24 +120,33 @@ function killAndRemove(name: string, dir: string): void {
   running.delete(name)
 }
 
-/** Ends the nodes of test runs that died without stopping them. */
-function reapOrphans(): void {
+/**
+ * The records in registry folder `dir` (`<key>.json` each) whose owner process has died:
+ * `[key, record]`. Records being written or removed by another process are passed over.
+ */
+export function orphanRecords<T extends { owner: number }>(dir: string): [string, T][] {
   let entries: string[]
   try {
-    entries = fs.readdirSync(REGISTRY)
+    entries = fs.readdirSync(dir)
   } catch {
-    return
+    return []
   }
+  const orphans: [string, T][] = []
   for (const entry of entries) {
     try {
-      const { owner, dir } = JSON.parse(fs.readFileSync(path.join(REGISTRY, entry), 'utf8')) as {
-        owner: number
-        dir: string
-      }
-      if (!alive(owner)) killAndRemove(entry.replace(/\.json$/, ''), dir)
+      const record = JSON.parse(fs.readFileSync(path.join(dir, entry), 'utf8')) as T
+      if (!alive(record.owner)) orphans.push([entry.replace(/\.json$/, ''), record])
     } catch {
       // Being written or removed by another process.
     }
+  }
+  return orphans
+}
+
+/** Ends the nodes of test runs that died without stopping them. */
+function reapOrphans(): void {
+  for (const [name, { dir }] of orphanRecords<{ owner: number; dir: string }>(REGISTRY)) {
+    killAndRemove(name, dir)
   }
 }
 
@@ -172,12 +182,41 @@ function definitions(passwordless: readonly string[]): unknown {
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether process `pid` exists. */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0)
     return true
   } catch (error) {
     return (error as NodeJS.ErrnoException).code !== 'ESRCH'
+  }
+}
+
+/**
+ * The variables that put a node's data, logs, pid file and config files in folder `dir` —
+ * its own env file too, or the main broker's (which names the node `rabbit@localhost`) is read.
+ */
+export function nodeFilesEnv(dir: string): Record<string, string> {
+  return {
+    RABBITMQ_MNESIA_BASE: path.join(dir, 'mnesia'),
+    RABBITMQ_LOG_BASE: path.join(dir, 'log'),
+    RABBITMQ_PID_FILE: path.join(dir, 'pid'),
+    RABBITMQ_ENABLED_PLUGINS_FILE: path.join(dir, 'enabled_plugins'),
+    RABBITMQ_CONFIG_FILE: path.join(dir, 'rabbitmq.conf'),
+    RABBITMQ_ADVANCED_CONFIG_FILE: path.join(dir, 'advanced.config'),
+    RABBITMQ_CONF_ENV_FILE: path.join(dir, 'rabbitmq-env.conf'),
+  }
+}
+
+/** The last 2,000 characters of each log file of the node whose folder is `dir`. */
+export function lastLog(dir: string): string {
+  try {
+    return fs
+      .readdirSync(path.join(dir, 'log'))
+      .map((file) => fs.readFileSync(path.join(dir, 'log', file), 'utf8').slice(-2_000))
+      .join('\n')
+  } catch {
+    return '' // No log written.
   }
 }
 
@@ -249,13 +288,7 @@ export async function startRabbitNode(options: RabbitNodeOptions): Promise<Rabbi
     RABBITMQ_NODENAME: name,
     RABBITMQ_NODE_PORT: String(amqpPort),
     RABBITMQ_DIST_PORT: String(distPort),
-    RABBITMQ_MNESIA_BASE: path.join(dir, 'mnesia'),
-    RABBITMQ_LOG_BASE: path.join(dir, 'log'),
-    RABBITMQ_PID_FILE: path.join(dir, 'pid'),
-    RABBITMQ_ENABLED_PLUGINS_FILE: path.join(dir, 'enabled_plugins'),
-    RABBITMQ_CONFIG_FILE: path.join(dir, 'rabbitmq.conf'),
-    RABBITMQ_ADVANCED_CONFIG_FILE: path.join(dir, 'advanced.config'),
-    RABBITMQ_CONF_ENV_FILE: path.join(dir, 'rabbitmq-env.conf'),
+    ...nodeFilesEnv(dir),
   }
   const boot = async (): Promise<void> => {
     try {
@@ -270,15 +303,7 @@ export async function startRabbitNode(options: RabbitNodeOptions): Promise<Rabbi
       const left = Math.max(5, Math.ceil((deadline - Date.now()) / 1_000))
       await ctl('await_startup', '--timeout', String(left))
     } catch (error) {
-      let log = ''
-      try {
-        log = fs
-          .readdirSync(path.join(dir, 'log'))
-          .map((file) => fs.readFileSync(path.join(dir, 'log', file), 'utf8').slice(-2_000))
-          .join('\n')
-      } catch {
-        // No log written.
-      }
+      const log = lastLog(dir)
       throw new Error(`RabbitMQ node ${name} did not start: ${String(error)}\n${log}`, {
         cause: error,
       })

@@ -118,7 +118,9 @@ commands.on('line', (line) => {
   if (command === 'health') {
     void mq.health().then((result) => console.log(`HEALTH ${JSON.stringify(toHealthJson(result))}`))
   } else if (command === 'stats') {
-    console.log(`STATS ${JSON.stringify({ ...stats, inFlight: mq.inFlight })}`)
+    console.log(
+      `STATS ${JSON.stringify({ ...stats, inFlight: mq.inFlight, rss: process.memoryUsage().rss })}`,
+    )
   } else if (command === 'stall') {
     stalled = true
     console.log('STALL')

@@ -15,7 +15,13 @@ import { printAccounting } from './accounting.js'
 import { BrokerVhost } from '../../test-support/broker-vhost.js'
 import { NumberedPublisher } from './numbered-publisher.js'
 import { ensurePostgresRunning, hasLocalPostgres, stopPostgres } from './postgres-faults.js'
-import { effectsDatabase, startProgram, type Child, type EffectsDatabase } from './support.js'
+import {
+  effectsDatabase,
+  startIdempotentWorker,
+  startProgram,
+  type Child,
+  type EffectsDatabase,
+} from './support.js'
 
 const ready = (await requireRabbit()) && (await requirePostgres())
 
@@ -85,18 +91,11 @@ describe.runIf(ready)('the faults run', () => {
   let lock: HeldLock | undefined
 
   function startWorker(name: string): Child {
-    const worker = startProgram('idempotent-worker', {
-      AMQP_URL: vhost.url,
-      QUEUE: queue,
-      IDEMPOTENCY_TABLE: database.idempotencyTable,
-      EFFECTS_TABLE: database.effectsTable,
+    const worker = startIdempotentWorker(vhost.url, queue, database, name, {
       CLAIM_TIMEOUT_MS: String(CLAIM_TIMEOUT_MS),
-      WORKER_NAME: name,
       HANDLER_MS: '20',
       PREFETCH: '10',
       CONCURRENCY: String(CONCURRENCY),
-      IN_PROGRESS_DELAY_MS: '200',
-      RECOVERY_MAX_DELAY_MS: '1000',
     })
     started.push(worker)
     return worker
@@ -357,15 +356,7 @@ describe.runIf(ready)('the faults run', () => {
       'every confirmed message handled',
       250,
     )
-    await poll(
-      async () => {
-        const counts = (await vhost.queueCounts()).get(queue)
-        return counts !== undefined && counts.ready + counts.unacked === 0
-      },
-      60_000,
-      `the queue '${queue}' empty`,
-      500,
-    )
+    await poll(() => vhost.isEmpty(queue), 60_000, `the queue '${queue}' empty`, 500)
     await sleep(2 * CLAIM_TIMEOUT_MS)
 
     const effects = await database.effects()

@@ -8,6 +8,8 @@ export interface PublishRecord {
   confirmed: boolean
   /** Error names of the failed sends, in order. */
   readonly errors: string[]
+  /** When the first send started (`Date.now()`). */
+  readonly firstSentAt: number
 }
 
 export interface NumberedPublisherOptions {
@@ -174,11 +176,11 @@ export class NumberedPublisher {
 
   async #publish(n: number): Promise<void> {
     const id = this.id(n)
-    const record: PublishRecord = { id, attempts: 0, confirmed: false, errors: [] }
+    const firstSentAt = Date.now()
+    const record: PublishRecord = { id, attempts: 0, confirmed: false, errors: [], firstSentAt }
     this.records.set(id, record)
     this.#started++
     this.#notify()
-    const firstSentAt = Date.now()
     let delay = 100
     for (;;) {
       record.attempts++

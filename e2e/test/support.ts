@@ -110,6 +110,30 @@ export function startProgram(
 }
 
 /**
+ * Starts an `idempotent-worker` on `queue` at `url`, writing to `database`'s tables; `env`
+ * overrides the rest (HANDLER_MS, PREFETCH, CONCURRENCY…).
+ */
+export function startIdempotentWorker(
+  url: string,
+  queue: string,
+  database: Pick<EffectsDatabase, 'idempotencyTable' | 'effectsTable'>,
+  name: string,
+  env: Record<string, string> = {},
+): Child {
+  return startProgram('idempotent-worker', {
+    AMQP_URL: url,
+    QUEUE: queue,
+    IDEMPOTENCY_TABLE: database.idempotencyTable,
+    EFFECTS_TABLE: database.effectsTable,
+    WORKER_NAME: name,
+    CLAIM_TIMEOUT_MS: '3000',
+    IN_PROGRESS_DELAY_MS: '200',
+    RECOVERY_MAX_DELAY_MS: '1000',
+    ...env,
+  })
+}
+
+/**
  * Keeps a pg pool's lost connections from crashing the process when Postgres restarts. pg
  * emits `error` on a client whose server went away — on the pool for an idle client, on the
  * client itself for one checked out (Kysely holds one for every query) — and an `error`

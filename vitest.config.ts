@@ -54,6 +54,14 @@ export default defineConfig({
             'examples/*/test/**/*.disruptive.test.ts',
             'e2e/test/**/*.disruptive.test.ts',
           ],
+          // The partition scenarios (issue 31, still open) run only when asked for
+          // (`pnpm test:partitions`): their 60 s flapping form once hung (docs/reliability.md).
+          exclude: [
+            '**/node_modules/**',
+            ...(process.env['ACEMQ_PARTITIONS'] === '1'
+              ? []
+              : ['e2e/test/partitions.disruptive.test.ts']),
+          ],
           fileParallelism: false,
           testTimeout: 120_000,
         },

@@ -24,10 +24,21 @@ export function archiveTableStatements(
   const bytes = dialect === 'postgres' ? 'BYTEA' : dialect === 'mysql' ? 'LONGBLOB' : 'BLOB'
   const short = 'VARCHAR(255)'
   const tail = dialect === 'mysql' ? ' DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin' : ''
-  const index = (suffix: string, on: string, columns: string): string =>
-    dialect === 'mysql'
-      ? `CREATE INDEX ${indexName(name, suffix)} ON ${on} (${columns})`
-      : `CREATE INDEX IF NOT EXISTS ${quotedTable(undefined, indexName(name, suffix), dialect)} ON ${on} (${columns})`
+  // MySQL has no `CREATE INDEX IF NOT EXISTS`: there the indexes are declared inside their
+  // table, so that running the statements again changes nothing there either.
+  const mysql = dialect === 'mysql'
+  const index = (suffix: string, on: string, columns: string): string[] =>
+    mysql
+      ? []
+      : [
+          `CREATE INDEX IF NOT EXISTS ${quotedTable(undefined, indexName(name, suffix), dialect)} ON ${on} (${columns})`,
+        ]
+  const inside = (...declared: readonly (readonly [suffix: string, columns: string])[]): string =>
+    mysql
+      ? declared
+          .map(([suffix, columns]) => `,\n  INDEX \`${indexName(name, suffix)}\` (${columns})`)
+          .join('')
+      : ''
   return [
     `CREATE TABLE IF NOT EXISTS ${messages} (
   id VARCHAR(64) PRIMARY KEY,
@@ -49,10 +60,10 @@ export function archiveTableStatements(
   status VARCHAR(16) NOT NULL,
   status_at BIGINT NULL,
   status_by ${text} NULL,
-  replayed_to ${short} NULL
+  replayed_to ${short} NULL${inside(['_archived_idx', 'archived_at, id'], ['_queue_idx', 'queue, archived_at'])}
 )${tail}`,
-    index('_archived_idx', messages, 'archived_at, id'),
-    index('_queue_idx', messages, 'queue, archived_at'),
+    ...index('_archived_idx', messages, 'archived_at, id'),
+    ...index('_queue_idx', messages, 'queue, archived_at'),
     `CREATE TABLE IF NOT EXISTS ${audit} (
   id VARCHAR(64) PRIMARY KEY,
   at BIGINT NOT NULL,
@@ -60,9 +71,9 @@ export function archiveTableStatements(
   action VARCHAR(32) NOT NULL,
   count INTEGER NOT NULL,
   ids ${text} NOT NULL,
-  detail ${text} NOT NULL
+  detail ${text} NOT NULL${inside(['_audit_at_idx', 'at'])}
 )${tail}`,
-    index('_audit_at_idx', audit, 'at'),
+    ...index('_audit_at_idx', audit, 'at'),
   ]
 }
 

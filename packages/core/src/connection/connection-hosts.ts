@@ -21,35 +21,25 @@ export function connectionScheduler(state: ConnectionState): Scheduler {
   return state.scheduler
 }
 
-/**
- * `host` with a getter for each of `live`, reading that field of `state` at use: the fields
- * that change after the host is made (pause flags, interceptors, instrumentation).
- */
-function view<H, K extends keyof H & keyof ConnectionState>(
-  state: ConnectionState & Pick<H, K>,
-  live: readonly K[],
-  host: Omit<H, K>,
-): H {
-  for (const key of live) {
-    Object.defineProperty(host, key, {
-      get: () => state[key],
-      enumerable: true,
-      configurable: true,
-    })
-  }
-  return host as H
-}
-
 export function publisherHost(state: ConnectionState): PublisherHost {
-  return view(state, ['instrumentation', 'publishingPaused', 'interceptors'], {
+  return {
     transport: state.transport,
     codecs: state.codecs,
     origin: state.origin,
+    get instrumentation() {
+      return state.instrumentation
+    },
+    get publishingPaused() {
+      return state.publishingPaused
+    },
+    get interceptors() {
+      return state.interceptors
+    },
     assertOpen: () => state.assertCanPublish(),
     reportError: (error, context) => state.reportError(error, context),
     schedule: (delay, exchange, routingKey, payload, options) =>
       connectionScheduler(state).in(delay, exchange, routingKey, payload, options),
-  })
+  }
 }
 
 export function messagingHost(state: ConnectionState): MessagingHost {
@@ -64,12 +54,21 @@ export function messagingHost(state: ConnectionState): MessagingHost {
 }
 
 export function consumerHost(state: ConnectionState): ConsumerHost {
-  return view(state, ['instrumentation', 'consumingPaused', 'interceptors'], {
+  return {
     transport: state.transport,
     codecs: state.codecs,
     origin: state.origin,
     currentTask: state.currentTask,
     closingSignal: state.closingController.signal,
+    get instrumentation() {
+      return state.instrumentation
+    },
+    get consumingPaused() {
+      return state.consumingPaused
+    },
+    get interceptors() {
+      return state.interceptors
+    },
     inFlightChanged: (delta) => {
       state.inFlight += delta
       // Only a drain is ever waiting: skip the copy on every other message.
@@ -85,7 +84,7 @@ export function consumerHost(state: ConnectionState): ConsumerHost {
     insideWaits: state.inside,
     enterInside: (task) => state.enterInside(task),
     leaveInside: (task) => state.leaveInside(task),
-  })
+  }
 }
 
 /** `owner` is the connection ordered queues are registered under. */
@@ -106,11 +105,14 @@ export function orderedHost(state: ConnectionState, owner: object): OrderedHost 
 
 /** `owner` is the connection pipelines are registered under. */
 export function pipelineHost(state: ConnectionState, owner: object): PipelineHost {
-  return view(state, ['instrumentation'], {
+  return {
     owner,
     transport: state.transport,
     codecs: state.codecs,
     origin: state.origin,
+    get instrumentation() {
+      return state.instrumentation
+    },
     publisher: (exchange, routingKey, reserved) =>
       new Publisher(publisherHost(state), exchange, routingKey, {}, reserved),
     registerHealth: (contributor) => state.contributors.register(contributor),
@@ -119,18 +121,27 @@ export function pipelineHost(state: ConnectionState, owner: object): PipelineHos
       return state.startEngine(queue, options, handler, step)
     },
     assertOpen: () => state.assertOpen(),
-  })
+  }
 }
 
 export function outboxRelayHost(state: ConnectionState): OutboxRelayHost {
-  return view(state, ['instrumentation', 'publishingPaused', 'closed'], {
+  return {
     transport: state.transport,
     origin: state.origin,
+    get instrumentation() {
+      return state.instrumentation
+    },
+    get publishingPaused() {
+      return state.publishingPaused
+    },
+    get closed() {
+      return state.closing !== undefined
+    },
     registerHealth: (contributor) => state.contributors.register(contributor),
     reportError: (error, context) => state.reportError(error, context),
     relayStarted: (relay) => state.relays.add(relay),
     relayStopped: (relay) => state.relays.delete(relay),
-  })
+  }
 }
 
 export function replayHost(state: ConnectionState): ReplayHost {

@@ -42,10 +42,6 @@ export class ConnectionState {
   consumingPaused = false
   publishingPaused = false
   closing: Promise<void> | undefined
-  /** Whether the connection is closing (or closed). */
-  get closed(): boolean {
-    return this.closing !== undefined
-  }
   /** Set once closing has drained: publishes started after this are refused. */
   publishingClosed = false
   scheduler: Scheduler | undefined

@@ -38,10 +38,18 @@ function option(name: string): string | undefined {
   const at = process.argv.indexOf(`--${name}`)
   return at < 0 ? undefined : process.argv[at + 1]
 }
-const minutes = Number(option('minutes') ?? process.env['ACEMQ_SOAK_MINUTES'] ?? '3')
-const rate = Number(option('rate') ?? '50')
+/** A positive number given as `--name` (or by `fallback`), or a clear error naming both. */
+function positive(name: string, fallback: string): number {
+  const text = option(name) ?? fallback
+  const value = Number(text)
+  if (!(value > 0) || !Number.isFinite(value)) {
+    throw new Error(`--${name} takes a positive number; got ${JSON.stringify(text)}`)
+  }
+  return value
+}
+const minutes = positive('minutes', process.env['ACEMQ_SOAK_MINUTES'] ?? '3')
+const rate = positive('rate', '50')
 const postgresRestarts = process.argv.includes('--postgres-restarts')
-if (!(minutes > 0) || !(rate > 0)) throw new Error('--minutes and --rate take positive numbers')
 if (postgresRestarts && !hasLocalPostgres()) throw new Error('no local Postgres cluster to restart')
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

@@ -836,4 +836,57 @@ export const regressions: readonly Regression[] = [
     ),
     check: allAckedAfterSuccess,
   },
+  {
+    // Finding 16 (a 100,000-schedule run, seed 1981121811, schedule 94,462): a drain of the
+    // connection (35 days) began while one handler ran and another message waited in the buffer;
+    // the heal resumed consuming under it. At 10 ms the handler failed and its message began a
+    // wait: no handler ran, and the drain answered true, rightly. In the same turn the buffered
+    // message started and its handler called a drain of its own, which paused consuming again and
+    // woke the wait; by the time the harness saw the first answer, two handlers ran and consuming
+    // was paused, and it called the answer early. The engine was right; the check only looked at
+    // whether consuming was paused when it saw the answer. It now judges an answer only when no
+    // resume came between the drain's start and its answer.
+    name: 'finding 16: a drain answers true only once no handler but those waiting inside a drain runs',
+    schedule: {
+      ...schedule(
+        [
+          queue({
+            type: 'quorum',
+            deliveryLimit: 4,
+            consumerTimeoutMs: 150_000,
+            retry: { kind: 'exponential', attempts: 3, delayMs: 1_000 },
+            idempotent: true,
+            storeTimeoutMs: 200,
+            heldTimeoutMs: 1_000,
+            consumers: [{ prefetch: 2, concurrency: 1 }],
+          }),
+          queue({
+            deliveryLimit: 6,
+            retry: { kind: 'none', delayMs: 10 },
+            claimTimeoutMs: 300_000,
+            storeTimeoutMs: 200,
+            inProgressDelayMs: 1_000,
+            consumers: [{ prefetch: 2, concurrency: 1 }],
+          }),
+        ],
+        [
+          message([{ kind: 'drain', timeoutMs: 0 }, ok], 1, { queue: 1, foreign: true }),
+          message(
+            [
+              { kind: 'fail-after', ms: 10 },
+              { kind: 'odd', value: 'release' },
+            ],
+            0,
+            {
+              queue: 1,
+              foreign: true,
+            },
+          ),
+        ],
+        [[0, { kind: 'drain', timeoutMs: 3_000_000_000 }]],
+        0,
+      ),
+      seed: 275_790_790,
+    },
+  },
 ]

@@ -575,6 +575,17 @@ export async function runSchedule(schedule: Schedule): Promise<Verdict> {
       }, at)
     }
 
+    /**
+     * Every resume the harness makes: a drain's answer is judged only when none came between its
+     * start and its answer (a resume starts more handlers, and a drain called from one of them
+     * pauses consuming again before the answer is seen; simulation finding 16).
+     */
+    let resumes = 0
+    const resumeConsuming = (): void => {
+      resumes++
+      mq.resumeConsuming()
+    }
+
     const apply = (event: Event): void => {
       if (process.env['ACEMQ_SIM_TRACE'])
         console.log(`[${clock.now}] event ${JSON.stringify(event)}`)
@@ -584,13 +595,14 @@ export async function runSchedule(schedule: Schedule): Promise<Verdict> {
           mq.pauseConsuming()
           return
         case 'resume':
-          mq.resumeConsuming()
+          resumeConsuming()
           return
         case 'drain': {
           const controller = event.abortAfterMs === undefined ? undefined : new AbortController()
           if (controller !== undefined)
             clock.setTimeout(() => controller.abort(), event.abortAfterMs as number)
           const began = clock.now
+          const resumesBefore = resumes
           void track(
             'drain',
             drained(
@@ -613,9 +625,11 @@ export async function runSchedule(schedule: Schedule): Promise<Verdict> {
                 .filter((r) => r.endedAt === undefined && possiblyAbandoned(r)).length
               if (process.env['ACEMQ_SIM_TRACE'])
                 console.log(`[${clock.now}] drain answered ${result}, inFlight ${mq.inFlight}`)
-              // Only while consuming stays paused: a resume since may have started more.
-              // A close that began since may have woken a wait into a running task already.
-              if (result && mq.consumingPaused && closes.length === 0 && mq.inFlight > abandoned) {
+              // Only while consuming stayed paused: a resume since may have started more (and
+              // a drain from one of them paused it again: finding 16). A close that began since
+              // may have woken a wait into a running task already.
+              const stayedPaused = mq.consumingPaused && resumes === resumesBefore
+              if (result && stayedPaused && closes.length === 0 && mq.inFlight > abandoned) {
                 fail(
                   `a drain answered true with ${mq.inFlight} handlers in flight (${abandoned} of them given up on)`,
                 )
@@ -731,12 +745,12 @@ export async function runSchedule(schedule: Schedule): Promise<Verdict> {
     transport.heal()
     for (const store of stores) store?.heal()
     if (process.env['ACEMQ_SIM_TRACE']) console.log(`[${clock.now}] heal`)
-    if (!mq.closed) mq.resumeConsuming()
+    if (!mq.closed) resumeConsuming()
     const horizon = clock.now + HEAL_HORIZON_MS
     let healed = await clock.run(() => false, horizon, HEAL_MAX_STEPS)
     // A drain from a handler pauses consuming again: resume until nothing pauses it.
     for (let i = 0; i < 5 && healed === 'idle' && !mq.closed && mq.consumingPaused; i++) {
-      mq.resumeConsuming()
+      resumeConsuming()
       healed = await clock.run(() => false, horizon, HEAL_MAX_STEPS)
     }
     const timedOut = transport.subscriptions.some((s) => s.consumerTimeouts > 0)

@@ -177,6 +177,13 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       await run()
       expect(broken.settlements).toEqual(['requeue'])
       expect(mq.inFlight).toBe(0)
+      // Said, not swallowed: the transport is at fault and the message will run again.
+      expect(reported.map(([context, error]) => [context, String(error)])).toEqual([
+        [
+          "handling a message on 'q' (it goes back to the queue and runs again)",
+          'Error: the channel broke while acking',
+        ],
+      ])
       expect(sub.deliver(new ManualDelivery('next')).settlements).toEqual(['ack'])
     })
 
@@ -192,7 +199,37 @@ describe('the consumer’s deliveries (driven by hand, fake clock)', () => {
       expect(next.settlements).toEqual(['ack'])
       expect(handled).toEqual(['broken', 'next'])
       expect(mq.inFlight).toBe(0)
+      expect(reported.map(([context]) => context)).toEqual([
+        "handling a message on 'q' (it goes back to the queue and runs again)",
+      ])
     })
+  })
+
+  describe('a transport that can settle nothing', () => {
+    it.each([
+      ['synchronous', (): undefined => undefined],
+      ['asynchronous', async (): Promise<void> => {}],
+    ])(
+      'reports a %s handler’s delivery whose ack and nack both throw, frees its slot, and goes on',
+      async (_, handler) => {
+        await mq.consume('q', ConsumerOptions.defaults(), handler)
+        const sub = transport.current
+        const broken = new ManualDelivery('broken')
+        broken.ackThrows = new Error('the channel broke while acking')
+        broken.nackThrows = new Error('the channel broke while nacking')
+        sub.deliver(broken)
+        await run()
+        expect(broken.settlements).toEqual([])
+        expect(mq.inFlight).toBe(0)
+        expect(reported.map(([, error]) => String(error))).toEqual([
+          'Error: the channel broke while acking',
+        ])
+        const next = sub.deliver(new ManualDelivery('next'))
+        await run()
+        expect(next.settlements).toEqual(['ack'])
+        expect(mq.inFlight).toBe(0)
+      },
+    )
   })
 
   describe('a lost connection', () => {

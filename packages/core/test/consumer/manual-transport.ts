@@ -32,6 +32,8 @@ export class ManualDelivery implements Delivery {
   readonly settlements: ManualSettlement[] = []
   /** The next ack throws this (a transport defect), once. */
   ackThrows: Error | undefined
+  /** The next nack throws this, once. */
+  nackThrows: Error | undefined
 
   constructor(
     readonly id: string,
@@ -57,6 +59,11 @@ export class ManualDelivery implements Delivery {
   }
 
   nack(requeue: boolean): boolean {
+    if (this.nackThrows !== undefined) {
+      const error = this.nackThrows
+      this.nackThrows = undefined
+      throw error
+    }
     return this.#settle(requeue ? 'requeue' : 'drop')
   }
 

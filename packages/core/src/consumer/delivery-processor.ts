@@ -127,10 +127,21 @@ export class DeliveryProcessor<T> {
     }
   }
 
-  /** Only a defect in the engine itself gets here: hand the message back, never lose it. */
+  /**
+   * Only a defect gets here — in the engine, a feature's hook or the transport (an ack that
+   * throws): hand the message back, never lose it, and say so.
+   */
   #defect(task: DeliveryTask, scope: ProcessScope | undefined, error: unknown): void {
+    this.#host.reportError(
+      error,
+      `handling a message on '${this.#queue}' (it goes back to the queue and runs again)`,
+    )
     try {
       task.delivery.nack(true)
+    } catch {
+      // It cannot be settled at all: the broker takes it back when its channel goes.
+    }
+    try {
       scope?.end('rejected', error)
     } finally {
       this.#waits.finished(task)

@@ -883,7 +883,7 @@ export const regressions: readonly Regression[] = [
             },
           ),
         ],
-        [[0, { kind: 'drain', timeoutMs: 3_000_000_000 }]],
+        [[0, { kind: 'drain', timeoutMs: 3_000_000_000, abortAfterMs: undefined }]],
         0,
       ),
       seed: 275_790_790,

@@ -320,6 +320,14 @@ export class AmqpTransport implements Transport, AsyncDisposable {
   }
 
   /**
+   * Stops declaring `declarations` again after a reconnect (what is on the broker stays): for
+   * something short-lived that is done with, such as a closed requester's reply queue.
+   */
+  forget(declarations: readonly Declaration[]): void {
+    this.#consuming.forget(declarations)
+  }
+
+  /**
    * Publishes on a confirm channel and resolves once the broker has confirmed the message and,
    * when `mandatory`, routed it. `lane: 'engine'` (the engine's retries and moves) uses a
    * confirm channel and window of its own, never shared with application publishes (the

@@ -8,6 +8,7 @@ import { assertName, encodeMessage, type MessagingHost } from '../publisher/mess
 import { setLongTimeout, type LongTimeout } from '../internal/timers.js'
 import type { RequestSettledInfo } from '../telemetry/instrumentation.js'
 import type {
+  Declaration,
   Delivery,
   Headers,
   TransportEvent,
@@ -262,7 +263,19 @@ export class Requester implements AsyncDisposable {
     this.#unregisterHealth()
     this.#settleAll(() => new ClosedError('the requester closed while the request waited'))
     const subscription = await this.#started?.catch(() => undefined)
+    // Left to expire: a recovery must not declare it again (and keep it for ten more minutes).
+    this.#host.transport.forget?.([this.#replyQueueDeclaration()])
     await subscription?.close()
+  }
+
+  #replyQueueDeclaration(): Declaration {
+    return {
+      kind: 'queue',
+      name: this.replyQueue,
+      type: 'classic',
+      durable: true,
+      arguments: { 'x-expires': REPLY_QUEUE_EXPIRES },
+    }
   }
 
   /** `await using requester = mq.requester()` closes it. */
@@ -273,15 +286,7 @@ export class Requester implements AsyncDisposable {
   #start(): Promise<TransportSubscription> {
     this.#started ??= (async () => {
       const transport = this.#host.transport
-      await transport.declare([
-        {
-          kind: 'queue',
-          name: this.replyQueue,
-          type: 'classic',
-          durable: true,
-          arguments: { 'x-expires': REPLY_QUEUE_EXPIRES },
-        },
-      ])
+      await transport.declare([this.#replyQueueDeclaration()])
       return transport.consume(this.replyQueue, { prefetch: 250 }, (delivery) =>
         this.#onReply(delivery),
       )

@@ -185,6 +185,11 @@ export interface Transport {
   /** Declares exchanges, queues and bindings, in order; re-declared after every recovery. */
   declare(declarations: readonly Declaration[]): Promise<void>
   /**
+   * Stops re-declaring `declarations` after a recovery; what is on the broker stays. Optional:
+   * a transport that re-declares nothing has nothing to forget.
+   */
+  forget?(declarations: readonly Declaration[]): void
+  /**
    * Publishes and resolves once the broker has confirmed it and, for a mandatory message,
    * routed it. Rejects with `UnroutableError`, `ConnectionBlockedError`, `PublishFailedError`.
    */

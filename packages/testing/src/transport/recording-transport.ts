@@ -45,6 +45,9 @@ export class RecordingTransport implements Transport {
   declare(declarations: readonly Declaration[]): Promise<void> {
     return this.inner.declare(declarations)
   }
+  forget(declarations: readonly Declaration[]): void {
+    this.inner.forget?.(declarations)
+  }
   async publish(message: OutgoingMessage, options?: TransportPublishOptions): Promise<void> {
     await this.inner.publish(message, options)
     this.published.push(message)

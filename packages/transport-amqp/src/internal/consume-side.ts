@@ -266,6 +266,17 @@ export class ConsumeSide {
     return openShortLivedChannel(model, (message) => this.#host.warn(message))
   }
 
+  /** See `AmqpTransport.forget`. */
+  forget(declarations: readonly Declaration[]): void {
+    const keys = new Set(declarations.map(declarationKey))
+    for (const key of keys) this.#declarationKeys.delete(key)
+    for (let i = this.#declarations.length - 1; i >= 0; i--) {
+      if (keys.has(declarationKey(this.#declarations[i] as Declaration))) {
+        this.#declarations.splice(i, 1)
+      }
+    }
+  }
+
   #remember(declaration: Declaration): void {
     const key = declarationKey(declaration)
     if (this.#declarationKeys.has(key)) return

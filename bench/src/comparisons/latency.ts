@@ -1,9 +1,11 @@
+import os from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { ConsumerOptions } from '@acemq/core'
 import { withBrokerLock } from '../internal/broker-lock.js'
 import { runInChild } from '../internal/child.js'
-import { DATABASE_URL, QUICK } from '../internal/config.js'
+import { AMQP_URL, DATABASE_URL, QUICK } from '../internal/config.js'
+import { pidListeningOn, portOf } from '../internal/proc-cpu.js'
 import { latencyFindings, type LatencyPoint } from '../internal/findings.js'
 import {
   aceMqSide,
@@ -130,6 +132,7 @@ async function measure(
   profile?: string,
 ): Promise<Measured> {
   const { kind, rate, side } = parse(variant)
+  const brokerPid = pidListeningOn(portOf(AMQP_URL))
   const queue = await context.admin.queue(`latency-${kind.kind}-${rate}-${side}`)
   const run = async (table?: string): Promise<Measured> => {
     const params: RunParams = {
@@ -147,6 +150,7 @@ async function measure(
     const result = await runInChild<LatencyResult>({
       worker: 'latency:run',
       params,
+      ...(brokerPid !== undefined && { brokerPids: [brokerPid] }),
       ...(profile !== undefined && { profile }),
     })
     return { ...result, ms: result.p99 }
@@ -253,7 +257,7 @@ export const latency: Comparison = {
             ...[raw, ace].flatMap((ms) => [
               `${fmt(pick(ms, (m) => m.p50))} / ${fmt(pick(ms, (m) => m.p99))} / ${fmt(pick(ms, (m) => m.p999))}`,
               received(ms),
-              fmt(pick(ms, (m) => m.cpuUsPerMessage)),
+              `${fmt(pick(ms, (m) => m.cpuUsPerMessage))} / ${fmt(pick(ms, (m) => m.processCores))} / ${fmt(pick(ms, (m) => m.brokerCores))}`,
             ]),
           ])
           const side = (ms: readonly Measured[]): LatencyPoint['raw'] => ({
@@ -262,6 +266,8 @@ export const latency: Comparison = {
             received: pick(ms, (m) => m.received),
             offered: pick(ms, (m) => m.offered),
             cpuUs: pick(ms, (m) => m.cpuUsPerMessage),
+            processCores: pick(ms, (m) => m.processCores),
+            brokerCores: pick(ms, (m) => m.brokerCores),
           })
           points.push({ kind: k.title.toLowerCase(), rate, raw: side(raw), acemq: side(ace) })
         }
@@ -270,7 +276,7 @@ export const latency: Comparison = {
           setup: [
             `${k.describe}.`,
             'Each point is one process that publishes to a fresh durable classic queue at the offered rate and consumes it (prefetch 100): `@acemq` `publisher.send()` (confirmed, not awaited) and `mq.consume`; raw amqplib a confirm channel sending the same bytes (envelope headers written out) and a consumer acking each message after the handler, Nagle off (`noDelay: true`) on both of its connections (`@acemq` turns it off itself).',
-            `Every message carries the time it was due (\`performance.now()\`; the publisher sends, on each ~1 ms timer turn, every message whose time has come), and the handler records now − due, in µs, in an HDR histogram (\`hdr-histogram-js\`, 3 significant digits): a publisher that falls behind shows up as latency. ${QUICK ? 0.5 : 1} s not recorded, then ${sizes.latencySeconds} s recorded; messages not received within ${QUICK ? 3 : 10} s after the last was offered are counted as having waited that long. CPU: the process's user + system time per recorded message (publisher and consumer together).`,
+            `Every message carries the time it was due (\`performance.now()\`; the publisher sends, on each ~1 ms timer turn, every message whose time has come), and the handler records now − due, in µs, in an HDR histogram (\`hdr-histogram-js\`, 3 significant digits): a publisher that falls behind shows up as latency. ${QUICK ? 0.5 : 1} s not recorded, then ${sizes.latencySeconds} s recorded; messages not received within ${QUICK ? 3 : 10} s after the last was offered are counted as having waited that long. CPU: the process's user + system time per recorded message (publisher and consumer together), and the cores it and the broker (\`beam.smp\`, from \`/proc\`) kept busy over the recorded stretch (CPU time ÷ wall time).`,
             `${rounds} rounds, interleaved; the table gives the medians over rounds, the targets the median of the per-round ratios.`,
           ],
           rows,
@@ -279,10 +285,10 @@ export const latency: Comparison = {
               'offered msgs/s',
               'amqplib p50 / p99 / p99.9 ms',
               'amqplib received',
-              'amqplib CPU µs/msg',
+              'amqplib CPU µs/msg / its cores / broker cores',
               '@acemq p50 / p99 / p99.9 ms',
               '@acemq received',
-              '@acemq CPU µs/msg',
+              '@acemq CPU µs/msg / its cores / broker cores',
             ],
             rows: tableRows,
           },
@@ -294,7 +300,7 @@ export const latency: Comparison = {
       if (first !== undefined) {
         sections[0] = {
           ...first,
-          findings: latencyFindings(points),
+          findings: latencyFindings(points, os.availableParallelism()),
           notes: [
             max === undefined
               ? 'Highest rate: raw amqplib sustained none of the rates above 10,000/s tried (every message received, p50 under 25 ms, 95 % of the rate published, in 2 s): no higher point.'

@@ -88,7 +88,13 @@ export interface LatencySide {
   readonly offered: number
   /** CPU of the process (publisher and consumer) per message, µs. */
   readonly cpuUs: number
+  /** Cores the process and the broker kept busy (CPU time ÷ wall time); NaN when unread. */
+  readonly processCores: number
+  readonly brokerCores: number
 }
+
+/** A median latency above this means the messages queue: the side has fallen behind. */
+const QUEUEING_MS = 100
 
 export interface LatencyPoint {
   /** The handler, in words ("async handler"). */
@@ -98,17 +104,27 @@ export interface LatencyPoint {
   readonly acemq: LatencySide
 }
 
+/** What was full when a latency side fell behind: its own thread, the machine, or neither. */
+function bound(side: LatencySide, cpus: number): string {
+  const broker = Number.isFinite(side.brokerCores) ? side.brokerCores : 0
+  const cores = `its process at ${fmt(side.processCores)} of a core, the broker at ${Number.isFinite(side.brokerCores) ? fmt(side.brokerCores) : '(unread)'}`
+  if (side.processCores >= 0.9) return `${cores}: its one thread is full`
+  if (side.processCores + broker >= 0.85 * cpus)
+    return `${cores}: the machine's ${cpus} cores are full`
+  return `${cores}: neither is full — the wait is elsewhere (the broker's queue, other load on the machine)`
+}
+
 function rateList(rates: readonly number[]): string {
   return rates.map((r) => `${fmt(r / 1000)}k`).join(', ')
 }
 
 /**
  * Per handler: the rates at which `@acemq`'s p99 was at or below raw amqplib's and those at
- * which it was above; and where either side fell behind (not every message received), how much
- * of a core its one process was using — a Node process that publishes and consumes runs on one
- * thread, so at a core it cannot keep up.
+ * which it was above; and where either side fell behind (p50 over 100 ms, or not every message
+ * received in time), what was full: its process's one thread (a Node process that publishes and
+ * consumes runs on one thread, so at a core it cannot keep up), the machine's cores, or neither.
  */
-export function latencyFindings(points: readonly LatencyPoint[]): string[] {
+export function latencyFindings(points: readonly LatencyPoint[], cpus: number): string[] {
   const out: string[] = []
   for (const kind of [...new Set(points.map((p) => p.kind))]) {
     const mine = points.filter((p) => p.kind === kind)
@@ -134,10 +150,9 @@ export function latencyFindings(points: readonly LatencyPoint[]): string[] {
         ['@acemq', p.acemq],
         ['raw amqplib', p.raw],
       ] as const) {
-        if (side.received >= side.offered) continue
-        const cores = (side.cpuUs * p.rate) / 1e6
+        if (side.received >= side.offered && side.p50 <= QUEUEING_MS) continue
         behind.push(
-          `${name} at ${fmt(p.rate / 1000)}k/s received ${fmt((100 * side.received) / side.offered)} % in time, its process at ${fmt(cores)} of a core (${us(side.cpuUs)} per message${cores >= 0.9 ? ': its one thread is full' : ''})`,
+          `${name} at ${fmt(p.rate / 1000)}k/s (p50 ${fmt(side.p50)} ms, ${fmt((100 * side.received) / side.offered)} % received in time), ${bound(side, cpus)}`,
         )
       }
     }

@@ -6,6 +6,7 @@ import { ConsumerOptions, type AceMq } from '@acemq/core'
 import { AMQP_URL } from './config.js'
 import { limitedConsumer, openAceMq } from './contestants.js'
 import { envelopeHeaders, order, type OrderPlaced } from './messages.js'
+import { brokerCpu } from './profiler.js'
 
 // The child side of the latency comparison (issue 32): one process publishes at a fixed offered
 // rate and consumes the same queue, as an application that does both would; every message
@@ -43,6 +44,10 @@ export interface LatencyResult {
   readonly publishedRate: number
   /** CPU of this process per recorded message, µs. */
   readonly cpuUsPerMessage: number
+  /** Cores the broker kept busy over the recorded stretch (CPU time ÷ wall time); NaN unread. */
+  readonly brokerCores: number
+  /** Cores this process kept busy over the same stretch. */
+  readonly processCores: number
 }
 
 /** A stamped message: the order and when it was due to be published (`performance.now()`, ms). */
@@ -117,10 +122,12 @@ export async function latencyRun(
   })
   try {
     let cpuAtWarm: NodeJS.CpuUsage | undefined
+    let brokerAtWarm: number | undefined
     let warmAt = 0
     const ms = await offer(p.rate, total, (seq, due) => {
       if (seq === warm) {
         cpuAtWarm = process.cpuUsage()
+        brokerAtWarm = brokerCpu()
         warmAt = performance.now()
       }
       contestant.publish({ ...order(seq), due, seq })
@@ -128,6 +135,8 @@ export async function latencyRun(
     const publishedRate = ((total - warm) * 1000) / (performance.now() - warmAt || ms)
     await Promise.race([recorder.all, sleep(p.drainMs)])
     const cpu = process.cpuUsage(cpuAtWarm)
+    const brokerNow = brokerCpu()
+    const wallMs = performance.now() - warmAt
     const h = recorder.histogram
     const at = (q: number): number => h.getValueAtPercentile(q) / 1000
     // Messages never received within the drain time count as having waited at least that long.
@@ -143,6 +152,11 @@ export async function latencyRun(
       received: recorder.received - Math.min(recorder.received, warm),
       publishedRate,
       cpuUsPerMessage: (cpu.user + cpu.system) / (total - warm),
+      brokerCores:
+        brokerAtWarm === undefined || brokerNow === undefined
+          ? Number.NaN
+          : (brokerNow - brokerAtWarm) / wallMs,
+      processCores: (cpu.user + cpu.system) / 1000 / wallMs,
     }
   } finally {
     closing = true

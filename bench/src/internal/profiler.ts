@@ -77,7 +77,8 @@ export function watchBroker(pids: readonly number[]): void {
   brokerPids = pids
 }
 
-function brokerCpu(): number | undefined {
+/** CPU time so far of the processes {@link watchBroker} named, ms; undefined without them. */
+export function brokerCpu(): number | undefined {
   return totalCpuMs(brokerPids)
 }
 

@@ -209,9 +209,14 @@ export function rawSide(p: LatencyParams) {
     const out = await publishing.createConfirmChannel()
     const channel = await consuming.createChannel()
     const onMessage = async (ch: typeof channel, message: ConsumeMessage): Promise<void> => {
-      const body = JSON.parse(message.content.toString('utf8')) as Stamped
-      await handle(body, String(message.properties.messageId))
-      ch.ack(message)
+      try {
+        const body = JSON.parse(message.content.toString('utf8')) as Stamped
+        await handle(body, String(message.properties.messageId))
+        ch.ack(message)
+      } catch (error) {
+        // Handlers still running when the run closes the connection cannot ack: harmless then.
+        fail(error)
+      }
     }
     if (p.concurrency < p.prefetch) {
       await limitedConsumer(channel, p.queue, p.prefetch, p.concurrency, onMessage)

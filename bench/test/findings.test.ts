@@ -28,6 +28,7 @@ function side(overrides: Partial<LatencySide> = {}): LatencySide {
     cpuUs: 60,
     processCores: 0.3,
     brokerCores: 0.4,
+    machineCores: 1,
     ...overrides,
   }
 }
@@ -41,9 +42,10 @@ describe('where the time goes, from the figures', () => {
       consume: gap(),
     })
     expect(consume).toBe(
-      "classic queue, consume: @acemq at **0.54 ×** the no-ack ceiling, raw amqplib acking at 0.7 × — per message 106 µs of wall time against 58.6 µs; @acemq's process 18.2 µs of CPU against the ceiling client's 5.65 µs (+12.5), the broker's 38.6 µs against 26.8 µs (+11.8); only 0.536 of the 2 cores are busy (at the ceiling 0.554), so most of the gap is waiting on acks (100 unacked at most: the prefetch), not CPU",
+      "classic queue, consume: @acemq at **0.54 ×** the no-ack ceiling, raw amqplib acking at 0.7 × — per message 106 µs of wall time against 58.6 µs; @acemq's process 18.2 µs of CPU against the ceiling client's 5.65 µs (+12.5), the broker's 38.6 µs against 26.8 µs (+11.8); only 0.536 of the 2 cores are busy (at the ceiling 0.554), so most of the gap is waiting on acks (100 unacked at most: the prefetch), not CPU — the library's share is the difference",
     )
     expect(publish).toContain('raw amqplib with confirms at 0.71 ×')
+    expect(publish).toContain("— the library's share is the difference")
     expect(publish).toContain('waiting on confirms (1,000 unconfirmed at most)')
   })
 
@@ -63,6 +65,18 @@ describe('where the time goes, from the figures', () => {
     })
     expect(full).toContain(
       "the 2 cores are full (1.88 busy), so the gap is CPU, mostly the broker's",
+    )
+  })
+
+  it('says when raw amqplib with the same guarantees does no better: the gap is the protocol', () => {
+    const [, consume] = ceilingFindings({
+      type: 'quorum',
+      cpus: 2,
+      publish: gap(),
+      consume: gap({ ratio: 0.269, protocolRatio: 0.192 }),
+    })
+    expect(consume).toMatch(
+      /— so the gap is the protocol's guarantees, not the library: @acemq does better than raw amqplib with them$/,
     )
   })
 
@@ -108,8 +122,20 @@ describe('where the time goes, from the figures', () => {
     )
     expect(sentence).toContain("at or below raw amqplib's at 8k/s")
     expect(sentence).toContain(
-      'raw amqplib at 8k/s (p50 4,800 ms, 100 % received in time), its process at 0.3 of a core, the broker at 0.4: neither is full',
+      "raw amqplib at 8k/s (p50 4,800 ms, 100 % received in time), its process at 0.3 of a core, the broker at 0.4: neither is full — the wait is elsewhere (the broker's queue)",
     )
+    const [loaded] = latencyFindings(
+      [
+        {
+          kind: 'async handler',
+          rate: 8000,
+          raw: side({ p50: 4800, p99: 5100, machineCores: 1.9 }),
+          acemq: side({ p99: 20 }),
+        },
+      ],
+      2,
+    )
+    expect(loaded).toContain('the whole machine at 1.9: the 2 cores are full with other work too')
   })
 
   it('finds where scale-out stops and what is full there', () => {
@@ -123,6 +149,7 @@ describe('where the time goes, from the figures', () => {
       rate,
       consumerCores,
       brokerCores,
+      machineCores: consumerCores + brokerCores,
     })
     expect(
       scaleoutFindings(
@@ -136,6 +163,13 @@ describe('where the time goes, from the figures', () => {
     expect(
       scaleoutFindings([point(1, 10_000, 0.3, 0.3), point(2, 10_500, 0.35, 0.35)], 2, 'One queue'),
     ).toContain('bound by the broker (neither the cores nor the consumer processes are full')
+    expect(
+      scaleoutFindings(
+        [point(1, 10_000, 0.3, 0.3), { ...point(2, 10_500, 0.35, 0.35), machineCores: 1.95 }],
+        2,
+        'One queue',
+      ),
+    ).toContain("bound by the machine's 2 cores, full with other work too (1.95 busy in all)")
     expect(
       scaleoutFindings([point(1, 10_000, 0.3, 0.3), point(2, 19_000, 0.6, 0.5)], 2, 'One queue'),
     ).toContain('still growing at 2')

@@ -268,6 +268,7 @@ export const latency: Comparison = {
             cpuUs: pick(ms, (m) => m.cpuUsPerMessage),
             processCores: pick(ms, (m) => m.processCores),
             brokerCores: pick(ms, (m) => m.brokerCores),
+            machineCores: pick(ms, (m) => m.machineCores),
           })
           points.push({ kind: k.title.toLowerCase(), rate, raw: side(raw), acemq: side(ace) })
         }
@@ -276,7 +277,7 @@ export const latency: Comparison = {
           setup: [
             `${k.describe}.`,
             'Each point is one process that publishes to a fresh durable classic queue at the offered rate and consumes it (prefetch 100): `@acemq` `publisher.send()` (confirmed, not awaited) and `mq.consume`; raw amqplib a confirm channel sending the same bytes (envelope headers written out) and a consumer acking each message after the handler, Nagle off (`noDelay: true`) on both of its connections (`@acemq` turns it off itself).',
-            `Every message carries the time it was due (\`performance.now()\`; the publisher sends, on each ~1 ms timer turn, every message whose time has come), and the handler records now − due, in µs, in an HDR histogram (\`hdr-histogram-js\`, 3 significant digits): a publisher that falls behind shows up as latency. ${QUICK ? 0.5 : 1} s not recorded, then ${sizes.latencySeconds} s recorded; messages not received within ${QUICK ? 3 : 10} s after the last was offered are counted as having waited that long. CPU: the process's user + system time per recorded message (publisher and consumer together), and the cores it and the broker (\`beam.smp\`, from \`/proc\`) kept busy over the recorded stretch (CPU time ÷ wall time).`,
+            `Every message carries the time it was due (\`performance.now()\`; the publisher sends, on each ~1 ms timer turn, every message whose time has come), and the handler records now − due, in µs, in an HDR histogram (\`hdr-histogram-js\`, 3 significant digits): a publisher that falls behind shows up as latency. ${QUICK ? 0.5 : 1} s not recorded, then ${sizes.latencySeconds} s recorded; messages not received within ${QUICK ? 3 : 10} s after the last was offered are counted as having waited that long. CPU: the process's user + system time per recorded message (publisher and consumer together), and the cores it and the broker (\`beam.smp\`, from \`/proc\`) kept busy over the recorded stretch (CPU time ÷ wall time); the findings also read the whole machine's (\`/proc/stat\`), other people's work included.`,
             `${rounds} rounds, interleaved; the table gives the medians over rounds, the targets the median of the per-round ratios.`,
           ],
           rows,

@@ -44,13 +44,17 @@ function gapSentence(
   const busy = (client + broker) / wall
   const busyCeiling = (clientCeiling + brokerCeiling) / wallCeiling
   const larger = extraBroker > extraClient ? "the broker's" : "@acemq's process's"
+  const share =
+    gap.ratio >= 0.95 * gap.protocolRatio
+      ? ` — so the gap is the protocol's guarantees, not the library: @acemq does ${gap.ratio >= gap.protocolRatio ? 'better than' : 'as well as'} raw amqplib with them`
+      : ` — the library's share is the difference`
   const where =
     clientBusy >= 0.85
       ? `@acemq's process is at ${fmt(clientBusy)} of a core: its one thread is the bound`
       : busy >= 0.85 * cpus
         ? `the ${cpus} cores are full (${fmt(busy)} busy), so the gap is CPU, mostly ${larger}`
         : `only ${fmt(busy)} of the ${cpus} cores are busy (at the ceiling ${fmt(busyCeiling)}), so most of the gap is waiting on ${waitingOn}, not CPU`
-  return `${head}, the broker's ${us(broker)} against ${us(brokerCeiling)} (${signed(extraBroker)}); ${where}`
+  return `${head}, the broker's ${us(broker)} against ${us(brokerCeiling)} (${signed(extraBroker)}); ${where}${share}`
 }
 
 /** Where the time goes between `@acemq` and the broker's ceiling on one queue type. */
@@ -91,6 +95,8 @@ export interface LatencySide {
   /** Cores the process and the broker kept busy (CPU time ÷ wall time); NaN when unread. */
   readonly processCores: number
   readonly brokerCores: number
+  /** Cores the whole machine kept busy, other people's work included; NaN when unread. */
+  readonly machineCores: number
 }
 
 /** A median latency above this means the messages queue: the side has fallen behind. */
@@ -111,7 +117,10 @@ function bound(side: LatencySide, cpus: number): string {
   if (side.processCores >= 0.9) return `${cores}: its one thread is full`
   if (side.processCores + broker >= 0.85 * cpus)
     return `${cores}: the machine's ${cpus} cores are full`
-  return `${cores}: neither is full — the wait is elsewhere (the broker's queue, other load on the machine)`
+  if (side.machineCores >= 0.85 * cpus) {
+    return `${cores}, the whole machine at ${fmt(side.machineCores)}: the ${cpus} cores are full with other work too`
+  }
+  return `${cores}: neither is full — the wait is elsewhere (the broker's queue)`
 }
 
 function rateList(rates: readonly number[]): string {
@@ -169,6 +178,8 @@ export interface ScalePoint {
   readonly consumerCores: number
   /** NaN when the broker's CPU could not be read. */
   readonly brokerCores: number
+  /** The whole machine, other people's work included; NaN when unread. */
+  readonly machineCores: number
 }
 
 /** Growth below this factor from one point to the next counts as stopped. */
@@ -202,8 +213,10 @@ export function scaleoutFindings(
   const cause =
     total >= 0.85 * cpus
       ? `the machine's ${cpus} cores (${fmt(total)} busy)`
-      : at.consumerCores / at.consumers >= 0.9
-        ? 'the library (each consumer process at a full core)'
-        : 'the broker (neither the cores nor the consumer processes are full: the consumers wait for deliveries)'
+      : at.machineCores >= 0.85 * cpus
+        ? `the machine's ${cpus} cores, full with other work too (${fmt(at.machineCores)} busy in all)`
+        : at.consumerCores / at.consumers >= 0.9
+          ? 'the library (each consumer process at a full core)'
+          : 'the broker (neither the cores nor the consumer processes are full: the consumers wait for deliveries)'
   return `${label} (${unit}): ${series}: growth stops at ${at.consumers} ${unit} (×${fmt(at.rate / (points[stop - 1] as ScalePoint).rate)} over ${(points[stop - 1] as ScalePoint).consumers}), with ${describe(at)}: bound by ${cause}`
 }

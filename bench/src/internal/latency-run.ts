@@ -6,6 +6,7 @@ import { ConsumerOptions, type AceMq } from '@acemq/core'
 import { AMQP_URL } from './config.js'
 import { limitedConsumer, openAceMq } from './contestants.js'
 import { envelopeHeaders, order, type OrderPlaced } from './messages.js'
+import { machineCores, machineCpuMs } from './proc-cpu.js'
 import { brokerCpu } from './profiler.js'
 
 // The child side of the latency comparison (issue 32): one process publishes at a fixed offered
@@ -48,6 +49,8 @@ export interface LatencyResult {
   readonly brokerCores: number
   /** Cores this process kept busy over the same stretch. */
   readonly processCores: number
+  /** Cores the whole machine kept busy (every process, ours and others'); NaN unread. */
+  readonly machineCores: number
 }
 
 /** A stamped message: the order and when it was due to be published (`performance.now()`, ms). */
@@ -123,11 +126,13 @@ export async function latencyRun(
   try {
     let cpuAtWarm: NodeJS.CpuUsage | undefined
     let brokerAtWarm: number | undefined
+    let machineAtWarm: ReturnType<typeof machineCpuMs>
     let warmAt = 0
     const ms = await offer(p.rate, total, (seq, due) => {
       if (seq === warm) {
         cpuAtWarm = process.cpuUsage()
         brokerAtWarm = brokerCpu()
+        machineAtWarm = machineCpuMs()
         warmAt = performance.now()
       }
       contestant.publish({ ...order(seq), due, seq })
@@ -136,6 +141,7 @@ export async function latencyRun(
     await Promise.race([recorder.all, sleep(p.drainMs)])
     const cpu = process.cpuUsage(cpuAtWarm)
     const brokerNow = brokerCpu()
+    const machineNow = machineCpuMs()
     const wallMs = performance.now() - warmAt
     const h = recorder.histogram
     const at = (q: number): number => h.getValueAtPercentile(q) / 1000
@@ -157,6 +163,7 @@ export async function latencyRun(
           ? Number.NaN
           : (brokerNow - brokerAtWarm) / wallMs,
       processCores: (cpu.user + cpu.system) / 1000 / wallMs,
+      machineCores: machineCores(machineAtWarm, machineNow, wallMs),
     }
   } finally {
     closing = true

@@ -105,3 +105,28 @@ export async function cpuOver<T>(
     cpuMs: before === undefined || after === undefined ? undefined : after - before,
   }
 }
+
+/** The whole machine's CPU time so far, from /proc/stat: busy (not idle nor iowait) and all, ms. */
+export function machineCpuMs(): { busy: number; all: number } | undefined {
+  try {
+    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? ''
+    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number)
+    const all = ticks.reduce((sum, t) => sum + t, 0)
+    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
+    const ms = 1000 / clockTicks()
+    return { busy: (all - idle) * ms, all: all * ms }
+  } catch {
+    return undefined
+  }
+}
+
+/** Cores the whole machine kept busy between two {@link machineCpuMs} readings over `wallMs`. */
+export function machineCores(
+  before: { busy: number } | undefined,
+  after: { busy: number } | undefined,
+  wallMs: number,
+): number {
+  return before === undefined || after === undefined
+    ? Number.NaN
+    : (after.busy - before.busy) / wallMs
+}

@@ -71,7 +71,8 @@ async function main(): Promise<void> {
   const admin = await Admin.open()
   const machine = await describeMachine(admin.serverVersion)
   const tag = runTag(node)
-  const stamp = `commit ${machine.commit}${machine.uncommitted.length > 0 ? ' + uncommitted changes' : ''}, ${new Date().toISOString().slice(0, 16)}Z, 1-min load average ${fmt(machine.loadStart, 2)} at the start of the run, ${machine.cpus} CPUs`
+  const stamp = (): string =>
+    `commit ${machine.commit}${machine.uncommitted.length > 0 ? ' + uncommitted changes' : ''}, ${new Date().toISOString().slice(0, 16)}Z, 1-min load average ${fmt(os.loadavg()[0] ?? 0, 2)} (${fmt(machine.loadStart, 2)} at the start of the run), ${machine.cpus} CPUs`
   const comparisons: Report['comparisons'][number][] = []
   try {
     for (const comparison of COMPARISONS.filter((c) => selected.includes(c.id))) {

@@ -31,8 +31,11 @@ export interface RunContext {
   readonly profileOnMiss: boolean
   /** After a failed measurement: waits for the broker to be back. */
   recover(error: unknown): Promise<void>
-  /** The commit and the load average at the start, written on every chart (`Chart.stamp`). */
-  readonly stamp: string
+  /**
+   * The commit, the time and the load average now and at the start of the run, written on every
+   * chart (`Chart.stamp`).
+   */
+  stamp(): string
   /**
    * Writes a chart: to `benchmarks/<file>` in an official run, beside the results file
    * (`results/<tag>-<file>`) in a quick or tagged one.

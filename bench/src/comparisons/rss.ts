@@ -150,7 +150,7 @@ export const rss: Comparison = {
       renderChart({
         title: `RSS and heap of one @acemq consumer over ${context.sizes.rssTotal.toLocaleString('en-US')} messages (after GC)`,
         xLabel: 'messages consumed',
-        stamp: context.stamp,
+        stamp: context.stamp(),
         panels: [
           {
             yLabel: 'MiB',

@@ -188,7 +188,7 @@ function chartOf(context: RunContext, points: readonly ScalePoint[]): string {
   return renderChart({
     title: '@acemq consumer processes on one queue: aggregate throughput and CPU',
     xLabel: 'consumer processes',
-    stamp: context.stamp,
+    stamp: context.stamp(),
     panels: [
       {
         yLabel: 'msgs/s (all processes)',

@@ -328,9 +328,15 @@ function both(
   ]
 }
 
-function consumeChart(title: string, xLabel: string, points: readonly ConsumePoint[]): string {
+function consumeChart(
+  title: string,
+  xLabel: string,
+  points: readonly ConsumePoint[],
+  stamp: string,
+): string {
   return renderChart({
     title,
+    stamp,
     xLabel,
     logX: true,
     panels: [
@@ -342,11 +348,14 @@ function consumeChart(title: string, xLabel: string, points: readonly ConsumePoi
 
 function charts(result: CurvesResult): Record<string, string> {
   const out: Record<string, string> = {}
+  // The run that last wrote curves.json (a BENCH_CURVES run keeps the other curves' points).
+  const stamp = `curves.json of ${result.generatedAt.slice(0, 16)}Z, commit ${result.commit}, 1-min load average ${fmt(result.load[0])} → ${fmt(result.load[1])}`
   if (result.prefetch) {
     out['prefetch.svg'] = consumeChart(
       'Consume vs prefetch (concurrency 1, handler returns at once)',
       'prefetch',
       result.prefetch,
+      stamp,
     )
   }
   if (result.concurrency) {
@@ -354,6 +363,7 @@ function charts(result: CurvesResult): Record<string, string> {
       'Consume vs concurrency (1 ms handler, prefetch max(100, 2 × concurrency))',
       'concurrency',
       result.concurrency,
+      stamp,
     )
   }
   if (result.payload) {
@@ -361,6 +371,7 @@ function charts(result: CurvesResult): Record<string, string> {
       'Consume vs payload size (prefetch 100, concurrency 1)',
       'body bytes',
       result.payload,
+      stamp,
     )
   }
   if (result.consumers) {
@@ -373,6 +384,7 @@ function charts(result: CurvesResult): Record<string, string> {
       },
     ]
     out['consumers.svg'] = renderChart({
+      stamp,
       title: 'Consumers on one connection (one queue and channel each, 10 messages each)',
       xLabel: 'consumers',
       logX: true,
@@ -385,6 +397,7 @@ function charts(result: CurvesResult): Record<string, string> {
   if (result.claims) {
     const claims = result.claims
     out['claims.svg'] = renderChart({
+      stamp,
       title: 'Kysely + Postgres: claim + confirm latency vs table size; one purge',
       xLabel: 'rows in the table (0 drawn at 1)',
       logX: true,

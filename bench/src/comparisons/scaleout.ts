@@ -8,11 +8,11 @@ import { AMQP_URL } from '../internal/config.js'
 import { awaitingHandler, drainAceMq, openAceMq } from '../internal/contestants.js'
 import { scaleoutFindings, type ScalePoint } from '../internal/findings.js'
 import {
-  cpuOver,
   machineCores,
   machineCpuMs,
   pidListeningOn,
   portOf,
+  totalCpuMs,
 } from '../internal/proc-cpu.js'
 import { collectGarbage } from '../internal/profiler.js'
 import { row, type Row, type Section } from '../internal/results.js'
@@ -70,6 +70,7 @@ const consumeShare: Worker = async (params, { progress, go }) => {
       if (count === 0 && now() - goAt > 30_000) break
     }
     const used = process.cpuUsage(cpu)
+    progress('drained')
     await consumer.close()
     return {
       count,
@@ -112,7 +113,22 @@ async function runConsumers(
       warmQueues.push([admin, warm])
       await admin.fill(warm, warmup)
     }
+    // The broker's and the machine's CPU are read from go to the moment every consumer has
+    // drained (its idle tail of 250 ms included), not over the processes' start and warm-up.
+    type Reading = {
+      at: number
+      broker: number | undefined
+      machine: ReturnType<typeof machineCpuMs>
+    }
+    const read = (): Reading => ({
+      at: performance.now(),
+      broker: totalCpuMs(brokerPids),
+      machine: machineCpuMs(),
+    })
+    let start: Reading | undefined
+    let end: Reading | undefined
     let ready = 0
+    let drained = 0
     let go!: () => void
     const started = new Promise<void>((resolve) => (go = resolve))
     const children = plan.map((step, i) =>
@@ -129,15 +145,19 @@ async function runConsumers(
         },
         {
           go: started,
-          onProgress: () => {
-            if (++ready === plan.length) go()
+          onProgress: (data) => {
+            if (data === 'ready' && ++ready === plan.length) {
+              start = read()
+              go()
+            }
+            if (data === 'drained' && ++drained === plan.length) end = read()
           },
         },
       ),
     )
-    const machineBefore = machineCpuMs()
-    const { result, cpuMs } = await cpuOver(brokerPids, () => Promise.all(children))
-    const machineAfter = machineCpuMs()
+    const result = await Promise.all(children)
+    if (start === undefined || end === undefined) throw new Error('scale-out: no go or no end')
+    const span = end.at - start.at
     const goAt = Math.min(...result.map((r) => r.goAt))
     const wall = Math.max(...result.map((r) => r.lastAt)) - goAt
     const count = result.reduce((n, r) => n + r.count, 0)
@@ -146,10 +166,11 @@ async function runConsumers(
       ms: wall,
       rate: (count * 1000) / wall,
       consumerCores: result.reduce((n, r) => n + r.cpuMs, 0) / wall,
-      // The broker's CPU is read over the whole drain plus the consumers' idle tail (250 ms).
-      brokerCores: cpuMs === undefined ? Number.NaN : cpuMs / wall,
-      // Over the same stretch as the broker's (the idle tail included).
-      machineCores: machineCores(machineBefore, machineAfter, wall),
+      brokerCores:
+        start.broker === undefined || end.broker === undefined
+          ? Number.NaN
+          : (end.broker - start.broker) / span,
+      machineCores: machineCores(start.machine, end.machine, span),
     }
   } finally {
     for (const [admin, warm] of warmQueues) await admin.remove(warm)
@@ -256,7 +277,7 @@ export const scaleout: Comparison = {
       title: 'Aggregate throughput and CPU',
       setup: [
         `${sizes.scaleout.toLocaleString('en-US')} messages in one durable classic queue, drained by 1, 2 or 4 \`@acemq\` consumer processes at once (prefetch 100 each, concurrency 1, a handler that awaits), each warmed up on a queue of its own first and started together.`,
-        'Throughput: every message ÷ the time from go to the last message in any process. Cores busy: CPU time ÷ that wall time — the consumers summed, and the broker (`beam.smp`, from `/proc`).',
+        "Throughput: every message ÷ the time from go to the last message in any process. Cores busy: CPU time ÷ wall time — the consumers summed (go to their last message), the broker (`beam.smp`, from `/proc`) and the whole machine (`/proc/stat`, other people's work included) from go until every consumer has drained (250 ms of idle tail included).",
         `Chart: [benchmarks/scaleout.svg](benchmarks/scaleout.svg), stamped with the commit and the load average of the run.`,
       ],
       rows: PROCESSES.flatMap((n) =>

@@ -46,8 +46,8 @@ function gapSentence(
   const larger = extraBroker > extraClient ? "the broker's" : "@acemq's process's"
   const share =
     gap.ratio >= 0.95 * gap.protocolRatio
-      ? ` — so the gap is the protocol's guarantees, not the library: @acemq does ${gap.ratio >= gap.protocolRatio ? 'better than' : 'as well as'} raw amqplib with them`
-      : ` — the library's share is the difference`
+      ? `; raw amqplib with the same guarantees does no better (${fmt(gap.protocolRatio)} ×): this gap is the protocol's, not the library's`
+      : `; raw amqplib with the same guarantees does better (${fmt(gap.protocolRatio)} ×): the library's share is the difference`
   const where =
     clientBusy >= 0.85
       ? `@acemq's process is at ${fmt(clientBusy)} of a core: its one thread is the bound`

@@ -92,20 +92,6 @@ export function totalCpuMs(pids: readonly (number | undefined)[]): number | unde
   return total
 }
 
-/** CPU of `pids` (summed) over `fn`, ms; undefined when one cannot be read. */
-export async function cpuOver<T>(
-  pids: readonly (number | undefined)[],
-  fn: () => Promise<T>,
-): Promise<{ result: T; cpuMs: number | undefined }> {
-  const before = totalCpuMs(pids)
-  const result = await fn()
-  const after = totalCpuMs(pids)
-  return {
-    result,
-    cpuMs: before === undefined || after === undefined ? undefined : after - before,
-  }
-}
-
 /** The whole machine's CPU time so far, from /proc/stat: busy (not idle nor iowait) and all, ms. */
 export function machineCpuMs(): { busy: number; all: number } | undefined {
   try {

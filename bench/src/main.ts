@@ -16,6 +16,7 @@ import { fmt } from './internal/stats.js'
 const BENCH = fileURLToPath(new URL('..', import.meta.url))
 const RESULTS = path.join(BENCH, 'results')
 const BENCHMARKS_MD = path.join(BENCH, '..', 'BENCHMARKS.md')
+const CHARTS = path.join(BENCH, '..', 'benchmarks')
 
 const SKELETON = `# Benchmarks
 
@@ -23,6 +24,18 @@ const SKELETON = `# Benchmarks
 store's own statements. Produced by \`pnpm bench\` (the private \`bench/\` package, see
 [bench/README.md](bench/README.md)); the results section below is regenerated on every run.
 `
+
+/**
+ * BENCH_TAG=name writes results/name.json and leaves BENCHMARKS.md alone (an experiment, e.g.
+ * BENCH_ACEMQ_NAGLE=1); a quick run is tagged `quick`; a run on a chosen Node, `node-<major>`
+ * (quick or not: its sizes are in the file and the table says which).
+ */
+function runTag(node: string | undefined): string {
+  const tag =
+    process.env['BENCH_TAG'] ?? (node !== undefined ? `node-${node}` : QUICK ? 'quick' : 'latest')
+  if (!/^[\w.-]+$/.test(tag)) throw new Error(`BENCH_TAG must be a plain file name; got ${tag}`)
+  return tag
+}
 
 function log(line: string): void {
   const seconds = ((Date.now() - started) / 1000).toFixed(0).padStart(4)
@@ -57,6 +70,9 @@ async function main(): Promise<void> {
   )
   const admin = await Admin.open()
   const machine = await describeMachine(admin.serverVersion)
+  const tag = runTag(node)
+  const stamp = (): string =>
+    `commit ${machine.commit}${machine.uncommitted.length > 0 ? ' + uncommitted changes' : ''}, ${new Date().toISOString().slice(0, 16)}Z, 1-min load average ${fmt(os.loadavg()[0] ?? 0, 2)} (${fmt(machine.loadStart, 2)} at the start of the run), ${machine.cpus} CPUs`
   const comparisons: Report['comparisons'][number][] = []
   try {
     for (const comparison of COMPARISONS.filter((c) => selected.includes(c.id))) {
@@ -72,6 +88,14 @@ async function main(): Promise<void> {
         recover: async (error) => {
           console.error(error)
           await admin.waitForBroker()
+        },
+        stamp,
+        writeChart: (name, svg) => {
+          const target =
+            tag === 'latest' ? path.join(CHARTS, name) : path.join(RESULTS, `${tag}-${name}`)
+          fs.mkdirSync(path.dirname(target), { recursive: true })
+          fs.writeFileSync(target, svg)
+          log(`  wrote ${path.relative(process.cwd(), target)}`)
         },
       })
       const seconds = (Date.now() - t0) / 1000
@@ -90,12 +114,6 @@ async function main(): Promise<void> {
   }
   machine.loadEnd = os.loadavg()[0] ?? 0
 
-  // BENCH_TAG=name writes results/name.json and leaves BENCHMARKS.md alone (an experiment, e.g.
-  // BENCH_ACEMQ_NAGLE=1); a quick run is tagged `quick`; a run on a chosen Node, `node-<major>`
-  // (quick or not: its sizes are in the file and the table says which).
-  const tag =
-    process.env['BENCH_TAG'] ?? (node !== undefined ? `node-${node}` : QUICK ? 'quick' : 'latest')
-  if (!/^[\w.-]+$/.test(tag)) throw new Error(`BENCH_TAG must be a plain file name; got ${tag}`)
   const official = tag === 'latest'
   const file = path.join(RESULTS, `${tag}.json`)
   // A partial run (BENCH_ONLY) keeps the other comparisons of the last report with that tag.

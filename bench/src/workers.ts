@@ -15,14 +15,21 @@ export async function findWorker(name: string): Promise<Worker | undefined> {
       return (await import('./comparisons/idempotent.js')).idempotent.workers[name]
     case 'retry':
     case 'close':
-    case 'memory':
       return (await import('./comparisons/retry.js')).retry.workers[name]
+    case 'memory':
+      return (await import('./comparisons/rss.js')).rss.workers[name]
     case 'ordered':
       return (await import('./comparisons/ordered.js')).ordered.workers[name]
     case 'outbox':
       return (await import('./comparisons/outbox.js')).outbox.workers[name]
     case 'rpc':
       return (await import('./comparisons/rpc.js')).rpc.workers[name]
+    case 'ceiling':
+      return (await import('./comparisons/ceiling.js')).ceiling.workers[name]
+    case 'latency':
+      return (await import('./comparisons/latency.js')).latency.workers[name]
+    case 'scaleout':
+      return (await import('./comparisons/scaleout.js')).scaleout.workers[name]
     case 'curve':
       return (await import('./curves/workers.js')).workers[name]
     case 'experiment':

@@ -11,6 +11,8 @@ export interface WorkerContext {
   readonly profile: string | undefined
   /** Tells the parent something before the result (e.g. "subscribed, start publishing"). */
   progress(data: unknown): void
+  /** Resolves when the parent says go (`runInChild`'s `go` option): to start several at once. */
+  go(): Promise<void>
 }
 
 /** Runs in a child process; its result goes back to the parent as JSON. */
@@ -29,6 +31,16 @@ export interface RunContext {
   readonly profileOnMiss: boolean
   /** After a failed measurement: waits for the broker to be back. */
   recover(error: unknown): Promise<void>
+  /**
+   * The commit, the time and the load average now and at the start of the run, written on every
+   * chart (`Chart.stamp`).
+   */
+  stamp(): string
+  /**
+   * Writes a chart: to `benchmarks/<file>` in an official run, beside the results file
+   * (`results/<tag>-<file>`) in a quick or tagged one.
+   */
+  writeChart(file: string, svg: string): void
 }
 
 /** One comparison of the issue: its workers (child side) and its orchestration (parent side). */

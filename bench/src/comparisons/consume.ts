@@ -1,5 +1,12 @@
 import { runInChild } from '../internal/child.js'
-import { drainAceMq, drainRaw, openAceMq, openRaw } from '../internal/contestants.js'
+import { ConsumerOptions } from '@acemq/core'
+import {
+  awaitingHandler,
+  drainAceMq,
+  drainRaw,
+  openAceMq,
+  openRaw,
+} from '../internal/contestants.js'
 import { collectGarbage, measured, type Measured } from '../internal/profiler.js'
 import { check, cpuPerMessage, rates, row, type ProfileResult } from '../internal/results.js'
 import { interleave } from '../internal/rounds.js'
@@ -19,32 +26,40 @@ export interface DrainParams {
   readonly warmup: number
   readonly queue: string
   readonly count: number
+  /** The handler awaits a resolved promise before returning (default: returns at once). */
+  readonly awaiting?: boolean
 }
 
-const VARIANTS = ['acemq', 'amqplib', 'rascal'] as const
+const VARIANTS = ['acemq', 'amqplib', 'acemq-sync', 'amqplib-sync', 'rascal'] as const
 type Variant = (typeof VARIANTS)[number]
 
-/** Drains with `@acemq`: `ConsumerOptions.defaults().withPrefetch(100)`, a handler that does nothing. */
+/**
+ * Drains with `@acemq`: `ConsumerOptions.defaults().withPrefetch(100)`, a handler that does
+ * nothing, or with `awaiting` one that awaits a resolved promise.
+ */
 export const drainWithAceMq: Worker = async (params, { profile }) => {
   const p = params as DrainParams
   const mq = await openAceMq('consume')
+  const options = ConsumerOptions.defaults().withPrefetch(100)
+  const handler = p.awaiting === true ? awaitingHandler : undefined
   try {
-    await drainAceMq(mq, p.warmupQueue, p.warmup)
+    await drainAceMq(mq, p.warmupQueue, p.warmup, options, handler)
     collectGarbage()
-    return await measured(profile, () => drainAceMq(mq, p.queue, p.count))
+    return await measured(profile, () => drainAceMq(mq, p.queue, p.count, options, handler))
   } finally {
     await mq.close()
   }
 }
 
-/** Drains with raw amqplib: `channel.prefetch(100)`, `JSON.parse`, ack. */
+/** Drains with raw amqplib: `channel.prefetch(100)`, `JSON.parse`, ack (after an await with `awaiting`). */
 export const drainWithAmqplib: Worker = async (params, { profile }) => {
   const p = params as DrainParams
   const raw = await openRaw('consume')
+  const awaiting = p.awaiting === true
   try {
-    await drainRaw(raw, p.warmupQueue, p.warmup)
+    await drainRaw(raw, p.warmupQueue, p.warmup, 100, awaiting)
     collectGarbage()
-    return await measured(profile, () => drainRaw(raw, p.queue, p.count))
+    return await measured(profile, () => drainRaw(raw, p.queue, p.count, 100, awaiting))
   } finally {
     await raw.model.close()
   }
@@ -67,7 +82,18 @@ const drainWithRascal: Worker = async (params, { profile }) => {
 const WORKERS: Record<Variant, Worker> = {
   acemq: drainWithAceMq,
   amqplib: drainWithAmqplib,
+  'acemq-sync': drainWithAceMq,
+  'amqplib-sync': drainWithAmqplib,
   rascal: drainWithRascal,
+}
+
+/** The headline variants run an awaiting handler; the `-sync` ones the synchronous fast path. */
+const AWAITING: Record<Variant, boolean> = {
+  acemq: true,
+  amqplib: true,
+  'acemq-sync': false,
+  'amqplib-sync': false,
+  rascal: false,
 }
 
 /** Fills a warm-up and a measured queue, drains them in a child, deletes them; returns ms. */
@@ -81,7 +107,13 @@ async function measure(
   return withWarmupAndMain(admin, `consume-${variant}`, sizes.warmup, count, (warmupQueue, queue) =>
     runInChild<Measured>({
       worker: `consume:${variant}`,
-      params: { warmupQueue, warmup: sizes.warmup, queue, count } satisfies DrainParams,
+      params: {
+        warmupQueue,
+        warmup: sizes.warmup,
+        queue,
+        count,
+        awaiting: AWAITING[variant],
+      } satisfies DrainParams,
       ...(profile !== undefined && { profile }),
     }),
   )
@@ -104,16 +136,14 @@ export const consume: Comparison = {
       measure: (variant) => measure(context, variant, count),
       recover: context.recover,
     })
-    const perSecond = {
-      acemq: rates(runs.acemq, count),
-      amqplib: rates(runs.amqplib, count),
-      rascal: rates(runs.rascal, count),
-    }
-    const cpu = {
-      acemq: cpuPerMessage(runs.acemq, count),
-      amqplib: cpuPerMessage(runs.amqplib, count),
-      rascal: cpuPerMessage(runs.rascal, count),
-    }
+    const perSecond = Object.fromEntries(VARIANTS.map((v) => [v, rates(runs[v], count)])) as Record<
+      Variant,
+      number[]
+    >
+    const cpu = Object.fromEntries(
+      VARIANTS.map((v) => [v, cpuPerMessage(runs[v], count)]),
+    ) as Record<Variant, number[]>
+    // The headline: both sides with a handler that awaits (issue 32), the way most handlers are.
     const target = check(
       '@acemq consumer throughput vs raw amqplib',
       '@acemq msgs/s ÷ amqplib msgs/s, per round',
@@ -158,18 +188,35 @@ export const consume: Comparison = {
           setup: [
             `Each contestant drains ${count.toLocaleString('en-US')} messages from its own freshly filled durable classic queue, after draining ${sizes.warmup.toLocaleString('en-US')} from a warm-up queue in the same process.`,
             'The messages are identical for all: a ~300-byte JSON order, persistent, with the `x-acemq-*` envelope headers `@acemq` writes.',
-            '`@acemq`: `ConsumerOptions.defaults().withPrefetch(100)` (concurrency 1), a handler that does nothing. amqplib: `channel.prefetch(100)`, `JSON.parse`, `ack`. rascal: a subscription with `prefetch: 100`, `ackOrNack()`.',
+            '`@acemq`: `ConsumerOptions.defaults().withPrefetch(100)` (concurrency 1). amqplib: `channel.prefetch(100)`, `JSON.parse`, `ack`. rascal: a subscription with `prefetch: 100`, `ackOrNack()`.',
+            'The headline rows (`@acemq`, `amqplib (raw)`) and the targets use a handler that awaits before returning (`async () => { await Promise.resolve() }`; amqplib: the parse and ack in an async function after the same await), as most real handlers do. The `sync` rows are the synchronous fast path (a handler that returns at once, the ack written in the same turn), reported beside it; rascal runs its usual callback.',
             "Timed from the first delivery to the last ack (the clock stops on the next event-loop turn after the last message is handled). CPU: user + system time of the contestant's process over the same stretch, per message — it moves much less with the machine's other load than wall time does.",
           ],
           rows: [
             row('@acemq', 'msgs/s', perSecond.acemq),
             row('amqplib (raw)', 'msgs/s', perSecond.amqplib),
+            row('@acemq sync', 'msgs/s', perSecond['acemq-sync']),
+            row('amqplib sync', 'msgs/s', perSecond['amqplib-sync']),
             row('rascal', 'msgs/s', perSecond.rascal),
+            row(
+              '@acemq sync ÷ amqplib sync',
+              '×',
+              perRound(perSecond['acemq-sync'], perSecond['amqplib-sync'], div),
+              true,
+            ),
             row('rascal ÷ amqplib', '×', perRound(perSecond.rascal, perSecond.amqplib, div), true),
             row('@acemq CPU', 'µs/msg', cpu.acemq),
             row('amqplib CPU', 'µs/msg', cpu.amqplib),
+            row('@acemq sync CPU', 'µs/msg', cpu['acemq-sync']),
+            row('amqplib sync CPU', 'µs/msg', cpu['amqplib-sync']),
             row('rascal CPU', 'µs/msg', cpu.rascal),
             row('@acemq CPU ÷ amqplib CPU', '×', perRound(cpu.acemq, cpu.amqplib, div), true),
+            row(
+              '@acemq sync CPU ÷ amqplib sync CPU',
+              '×',
+              perRound(cpu['acemq-sync'], cpu['amqplib-sync'], div),
+              true,
+            ),
           ],
           checks: [target, cpuTarget],
           notes: [],

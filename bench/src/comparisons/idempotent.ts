@@ -63,7 +63,7 @@ export function pgPool(concurrency: number): pg.Pool {
   return new pg.Pool({ connectionString: DATABASE_URL, max: concurrency })
 }
 
-async function openStore(p: StoreParams): Promise<StoreHandle> {
+export async function openStore(p: StoreParams): Promise<StoreHandle> {
   switch (p.store) {
     case 'memory':
       return { store: InMemoryIdempotencyStore.forOneDay(), close: async () => undefined }

@@ -1,23 +1,23 @@
 // `pnpm bench:curves`: how cost grows, `@acemq` and raw amqplib side by side — against prefetch,
 // concurrency, payload size and the number of consumers on one connection; the Kysely store's
-// claim latency against the size of its table, and its purge; RSS over 1,000,000 messages. Each
+// claim latency against the size of its table, and its purge (RSS over 1,000,000 messages is
+// comparison 12 of `pnpm bench` now, src/comparisons/rss.ts). Each
 // point runs in a fresh process per contestant (the two interleaved, the first one alternating),
 // like `pnpm bench`. Writes results/curves.json, the charts in ../../benchmarks/*.svg, and the
 // part of BENCHMARKS.md between the bench:curves markers. BENCH_QUICK=1: tiny sizes, nothing
-// written but results/curves-quick.json. BENCH_CURVES=prefetch,rss: only these (the others are
+// written but results/curves-quick.json. BENCH_CURVES=prefetch,claims: only these (the others are
 // kept from the last curves.json).
 import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
-import amqplib from 'amqplib'
 import pg from 'pg'
 import { createTableSql } from '@acemq/store-kysely'
 import { withWarmupAndMain } from '../comparisons/comparison.js'
 import { Admin } from '../internal/broker.js'
 import { withBrokerLock as brokerLock } from '../internal/broker-lock.js'
 import { runInChild } from '../internal/child.js'
-import { AMQP_URL, DATABASE_URL, QUICK } from '../internal/config.js'
+import { DATABASE_URL, QUICK } from '../internal/config.js'
 import type { Measured } from '../internal/profiler.js'
 import { fmt, median } from '../internal/stats.js'
 import { renderChart, type Series } from './svg.js'
@@ -26,10 +26,9 @@ import type {
   ConsumeParams,
   ConsumersParams,
   ConsumersResult,
-  RssParams,
 } from './workers.js'
 
-const CURVES = ['prefetch', 'concurrency', 'payload', 'consumers', 'claims', 'rss'] as const
+const CURVES = ['prefetch', 'concurrency', 'payload', 'consumers', 'claims'] as const
 type CurveId = (typeof CURVES)[number]
 const VARIANTS = ['acemq', 'amqplib'] as const
 type Variant = (typeof VARIANTS)[number]
@@ -59,8 +58,6 @@ interface CurvesResult {
   readonly payload?: readonly ConsumePoint[]
   readonly consumers?: readonly ConsumersPoint[]
   readonly claims?: readonly ClaimsPoint[]
-  /** [messages consumed, RSS bytes] */
-  readonly rss?: readonly (readonly [number, number])[]
 }
 
 const ROUNDS = Number(process.env['BENCH_CURVES_ROUNDS'] ?? (QUICK ? 1 : 2))
@@ -241,39 +238,6 @@ async function claimsCurve(): Promise<ClaimsPoint[]> {
   return points
 }
 
-/** One `@acemq` consumer drains 1,000,000 messages published while it runs; RSS after GC. */
-async function rssCurve(admin: Admin): Promise<(readonly [number, number])[]> {
-  const count = QUICK ? 20_000 : 1_000_000
-  const every = count / 20
-  const queue = await admin.queue('curve-rss')
-  const model = await amqplib.connect(AMQP_URL)
-  try {
-    const channel = await model.createConfirmChannel()
-    let consuming!: () => void
-    const started = new Promise<void>((resolve) => (consuming = resolve))
-    const child = runInChild<[number, number][]>(
-      { worker: 'curve:rss', params: { queue, count, every } satisfies RssParams },
-      { timeoutMs: 1_800_000, onProgress: () => consuming() },
-    )
-    await started
-    // Published in slices while the consumer drains, so the queue never holds them all.
-    const slice = 20_000
-    for (let sent = 0; sent < count; sent += slice) {
-      while ((await admin.depth(queue)) > 100_000) await new Promise((r) => setTimeout(r, 200))
-      await admin.fill(queue, Math.min(slice, count - sent))
-      await channel.waitForConfirms()
-    }
-    const samples = await child
-    log(
-      `  RSS ${fmt((samples[0]?.[1] ?? 0) / 2 ** 20)} MiB at ${samples[0]?.[0]}, ${fmt((samples.at(-1)?.[1] ?? 0) / 2 ** 20)} MiB at ${samples.at(-1)?.[0]}`,
-    )
-    return samples
-  } finally {
-    await model.close().catch(() => undefined)
-    await admin.remove(queue)
-  }
-}
-
 function selected(): readonly CurveId[] {
   const only = process.env['BENCH_CURVES']
   if (only === undefined || only === '') return CURVES
@@ -327,9 +291,6 @@ async function main(): Promise<void> {
         case 'claims':
           measured.claims = await claimsCurve()
           break
-        case 'rss':
-          measured.rss = await rssCurve(admin)
-          break
       }
       log(`${id} took ${Math.round((Date.now() - began) / 1000)} s`)
     }
@@ -367,9 +328,15 @@ function both(
   ]
 }
 
-function consumeChart(title: string, xLabel: string, points: readonly ConsumePoint[]): string {
+function consumeChart(
+  title: string,
+  xLabel: string,
+  points: readonly ConsumePoint[],
+  stamp: string,
+): string {
   return renderChart({
     title,
+    stamp,
     xLabel,
     logX: true,
     panels: [
@@ -381,11 +348,14 @@ function consumeChart(title: string, xLabel: string, points: readonly ConsumePoi
 
 function charts(result: CurvesResult): Record<string, string> {
   const out: Record<string, string> = {}
+  // The run that last wrote curves.json (a BENCH_CURVES run keeps the other curves' points).
+  const stamp = `curves.json of ${result.generatedAt.slice(0, 16)}Z, commit ${result.commit}, 1-min load average ${fmt(result.load[0])} → ${fmt(result.load[1])}`
   if (result.prefetch) {
     out['prefetch.svg'] = consumeChart(
       'Consume vs prefetch (concurrency 1, handler returns at once)',
       'prefetch',
       result.prefetch,
+      stamp,
     )
   }
   if (result.concurrency) {
@@ -393,6 +363,7 @@ function charts(result: CurvesResult): Record<string, string> {
       'Consume vs concurrency (1 ms handler, prefetch max(100, 2 × concurrency))',
       'concurrency',
       result.concurrency,
+      stamp,
     )
   }
   if (result.payload) {
@@ -400,6 +371,7 @@ function charts(result: CurvesResult): Record<string, string> {
       'Consume vs payload size (prefetch 100, concurrency 1)',
       'body bytes',
       result.payload,
+      stamp,
     )
   }
   if (result.consumers) {
@@ -412,6 +384,7 @@ function charts(result: CurvesResult): Record<string, string> {
       },
     ]
     out['consumers.svg'] = renderChart({
+      stamp,
       title: 'Consumers on one connection (one queue and channel each, 10 messages each)',
       xLabel: 'consumers',
       logX: true,
@@ -424,6 +397,7 @@ function charts(result: CurvesResult): Record<string, string> {
   if (result.claims) {
     const claims = result.claims
     out['claims.svg'] = renderChart({
+      stamp,
       title: 'Kysely + Postgres: claim + confirm latency vs table size; one purge',
       xLabel: 'rows in the table (0 drawn at 1)',
       logX: true,
@@ -438,18 +412,6 @@ function charts(result: CurvesResult): Record<string, string> {
         {
           yLabel: 'ms per purge (≤ 1,000 rows)',
           series: [{ name: 'purge', points: claims.map((c) => [Math.max(1, c.rows), c.purgeMs]) }],
-        },
-      ],
-    })
-  }
-  if (result.rss) {
-    out['rss.svg'] = renderChart({
-      title: 'RSS of one @acemq consumer over 1,000,000 messages (after GC)',
-      xLabel: 'messages consumed',
-      panels: [
-        {
-          yLabel: 'RSS MiB',
-          series: [{ name: '@acemq', points: result.rss.map(([n, b]) => [n, b / 2 ** 20]) }],
         },
       ],
     })
@@ -522,18 +484,6 @@ function section(result: CurvesResult): string {
         (c) =>
           `| ${c.rows.toLocaleString('en')} | ${fmt(c.p50Ms)} | ${fmt(c.p99Ms)} | ${fmt(c.purgeMs)} |`,
       ),
-      '',
-    )
-  }
-  if (result.rss) {
-    const first = result.rss[0]
-    const last = result.rss.at(-1)
-    lines.push(
-      '#### RSS over 1,000,000 messages',
-      '',
-      '![RSS](benchmarks/rss.svg)',
-      '',
-      `RSS after GC: ${fmt((first?.[1] ?? 0) / 2 ** 20)} MiB after ${first?.[0].toLocaleString('en')} messages, ${fmt((last?.[1] ?? 0) / 2 ** 20)} MiB after ${last?.[0].toLocaleString('en')} (last ÷ first ${fmt((last?.[1] ?? 0) / (first?.[1] ?? 1))}).`,
       '',
     )
   }

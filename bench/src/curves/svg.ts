@@ -25,6 +25,8 @@ export interface Chart {
   readonly xLabel: string
   readonly logX?: boolean
   readonly panels: readonly Panel[]
+  /** Where the figures were made (commit, load average), written small under the title. */
+  readonly stamp?: string
 }
 
 const PANEL_WIDTH = 420
@@ -40,6 +42,11 @@ export function renderChart(chart: Chart): string {
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${width}" height="${height}" fill="white"/>`,
     `<text x="${width / 2}" y="20" text-anchor="middle" font-size="15" font-weight="bold">${escape(chart.title)}</text>`,
+    ...(chart.stamp === undefined
+      ? []
+      : [
+          `<text x="${width / 2}" y="36" text-anchor="middle" font-size="10" fill="#666">${escape(chart.stamp)}</text>`,
+        ]),
   ]
   chart.panels.forEach((panel, i) => {
     const left = i * (PANEL_WIDTH + MARGIN.left + MARGIN.right) + MARGIN.left

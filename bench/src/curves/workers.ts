@@ -170,40 +170,6 @@ async function perConsumer(
   }
 }
 
-/** RSS (after GC) while one `@acemq` consumer drains `count` messages, every `every`. */
-export interface RssParams {
-  readonly queue: string
-  readonly count: number
-  readonly every: number
-}
-
-const rss: Worker = async (params, context) => {
-  const p = params as RssParams
-  const mq = await openAceMq('curves rss')
-  const samples: [number, number][] = []
-  let seen = 0
-  let done!: () => void
-  const finished = new Promise<void>((resolve) => (done = resolve))
-  try {
-    await mq.consume(p.queue, ConsumerOptions.defaults().withPrefetch(100), () => {
-      seen++
-      if (seen % p.every === 0) {
-        // Sampled outside the handler: a GC inside it would stall only this message.
-        setImmediate(() => {
-          collectGarbage()
-          samples.push([seen, process.memoryUsage().rss])
-          if (seen >= p.count) done()
-        })
-      }
-    })
-    context.progress('consuming')
-    await finished
-    return samples
-  } finally {
-    await mq.close()
-  }
-}
-
 /** Claim + confirm latency of the Kysely store on Postgres with `rows` rows already there. */
 export interface ClaimParams {
   readonly table: string
@@ -254,6 +220,5 @@ const claims: Worker = async (params) => {
 export const workers: Readonly<Record<string, Worker>> = {
   'curve:consume': consume,
   'curve:consumers': consumers,
-  'curve:rss': rss,
   'curve:claims': claims,
 }

@@ -60,6 +60,9 @@ export function queueName(what: string): string {
   return `acemq-bench.${process.pid}.${what}.${++serial}`
 }
 
+/** The queue types a comparison may run on. */
+export type QueueType = 'classic' | 'quorum'
+
 interface AdminConnection {
   readonly model: ChannelModel
   readonly channel: ConfirmChannel
@@ -78,9 +81,15 @@ export class Admin {
   #connection: Promise<AdminConnection> | undefined
   #serverVersion = 'unknown'
   readonly #made = new Set<string>()
+  readonly #url: string
 
-  static async open(): Promise<Admin> {
-    const admin = new Admin()
+  private constructor(url: string) {
+    this.#url = url
+  }
+
+  /** Opens the admin connection to the broker at `url` (the main one by default). */
+  static async open(url = AMQP_URL): Promise<Admin> {
+    const admin = new Admin(url)
     await admin.#channel()
     return admin
   }
@@ -100,7 +109,7 @@ export class Admin {
   }
 
   async #connect(): Promise<AdminConnection> {
-    const model = await amqplib.connect(AMQP_URL, {
+    const model = await amqplib.connect(this.#url, {
       clientProperties: { connection_name: 'acemq-bench admin' },
     })
     const version: unknown = model.connection.serverProperties['version']
@@ -139,11 +148,19 @@ export class Admin {
     }
   }
 
-  /** A durable classic queue without arguments: the same for every contestant. */
-  async queue(what: string): Promise<string> {
+  /**
+   * A durable classic queue without arguments: the same for every contestant; or a quorum
+   * queue when `type` says so.
+   */
+  async queue(what: string, type: QueueType = 'classic'): Promise<string> {
     const name = queueName(what)
     this.#made.add(name)
-    await (await this.#channel()).assertQueue(name, { durable: true })
+    await (
+      await this.#channel()
+    ).assertQueue(name, {
+      durable: true,
+      ...(type === 'quorum' && { arguments: { 'x-queue-type': 'quorum' } }),
+    })
     return name
   }
 

@@ -7,6 +7,8 @@ export interface Task {
   readonly params: unknown
   /** Write a CPU profile of the measured part to this path. */
   readonly profile?: string
+  /** Processes (the broker's) whose CPU `measured()` reports beside the child's own. */
+  readonly brokerPids?: readonly number[]
 }
 
 /** Messages a worker sends to the parent. */
@@ -24,7 +26,12 @@ const WORKER = fileURLToPath(new URL('../worker.ts', import.meta.url))
  */
 export function runInChild<R>(
   task: Task,
-  options: { readonly timeoutMs?: number; readonly onProgress?: (data: unknown) => void } = {},
+  options: {
+    readonly timeoutMs?: number
+    readonly onProgress?: (data: unknown) => void
+    /** When it resolves, the child is told to go on (its worker awaits `context.go()`). */
+    readonly go?: Promise<void>
+  } = {},
 ): Promise<R> {
   const timeoutMs = options.timeoutMs ?? 180_000
   return new Promise<R>((resolve, reject) => {
@@ -57,6 +64,9 @@ export function runInChild<R>(
       else if (message.type === 'error')
         finish(new Error(`worker '${task.worker}' failed: ${message.message}`))
       else finish(undefined, message.result)
+    })
+    void options.go?.then(() => {
+      if (!settled && child.connected) child.send({ type: 'go' })
     })
     child.on('error', (error) => finish(error))
     child.on('exit', (code, signal) => {

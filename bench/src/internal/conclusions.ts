@@ -95,6 +95,7 @@ export function conclusionsMarkdown(report: ConclusionsInput): string {
               !covered(row, section.checks),
           )
           .map((row) => rowSentence(row, section)),
+        ...(section.findings ?? []),
       ]
       if (sentences.length === 0) continue
       // The comparison's own number ("1. Consume ...") would read as a second list number.

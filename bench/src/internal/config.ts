@@ -15,6 +15,11 @@ export const COMPARISON_IDS = [
   'ordered',
   'outbox',
   'rpc',
+  'ceiling',
+  'latency',
+  'scaleout',
+  'cluster',
+  'rss',
 ] as const
 export type ComparisonId = (typeof COMPARISON_IDS)[number]
 
@@ -73,13 +78,21 @@ export interface Sizes {
   readonly postgresConcurrency: number
   readonly retry: number
   readonly closeBacklog: number
-  readonly memoryTotal: number
-  readonly memoryEvery: number
   readonly profile: number
   /** Entries an ordered-queue run drains, and the keys they are spread over. */
   readonly ordered: number
   readonly orderedKeys: number
   readonly orderedWarmup: number
+  /** Messages per ceiling run (publish and consume), on each queue type. */
+  readonly ceiling: number
+  /** Seconds at each offered rate (after a warm-up second not recorded), and the rates. */
+  readonly latencySeconds: number
+  readonly latencyRates: readonly number[]
+  /** Messages a scale-out run drains in all (split however the consumers take them). */
+  readonly scaleout: number
+  /** Messages the RSS run consumes, and how often it samples. */
+  readonly rssTotal: number
+  readonly rssEvery: number
 }
 
 export function sizes(): Sizes {
@@ -98,12 +111,16 @@ export function sizes(): Sizes {
       postgresConcurrency: 20,
       retry: 100,
       closeBacklog: 500,
-      memoryTotal: 10_000,
-      memoryEvery: 1_000,
       profile: 2_000,
       ordered: 1_000,
       orderedKeys: 1_000,
       orderedWarmup: 200,
+      ceiling: 3_000,
+      latencySeconds: 1,
+      latencyRates: [1_000, 5_000],
+      scaleout: 6_000,
+      rssTotal: 20_000,
+      rssEvery: 2_000,
     }
   }
   return {
@@ -121,12 +138,18 @@ export function sizes(): Sizes {
     postgresConcurrency: 20,
     retry: 1_000,
     closeBacklog: 5_000,
-    memoryTotal: 200_000,
-    memoryEvery: 20_000,
     profile: 30_000,
     // Prefetch 1 per partition: one partition moves about one entry per broker round trip.
     ordered: 6_000,
     orderedKeys: 1_000,
     orderedWarmup: 1_000,
+    // At the ceiling a broker moves 30-100k/s: 50,000 is a run of about a second or more, enough
+    // for /proc's 10 ms CPU ticks.
+    ceiling: 50_000,
+    latencySeconds: 4,
+    latencyRates: [1_000, 5_000, 10_000],
+    scaleout: 60_000,
+    rssTotal: 1_000_000,
+    rssEvery: 50_000,
   }
 }

@@ -48,14 +48,22 @@ export class Countdown {
  */
 export function openAceMq(
   name: string,
-  options: { readonly nagle?: boolean } = {},
+  options: { readonly nagle?: boolean; readonly url?: string } = {},
 ): Promise<AceMq> {
   const nagle = options.nagle ?? process.env['BENCH_ACEMQ_NAGLE'] === '1'
-  return connect(AMQP_URL, {
+  return connect(options.url ?? AMQP_URL, {
     connectionName: `acemq-bench ${name}`,
     ...(nagle && { socketOptions: { noDelay: false } }),
     onError: (error, context) => console.error(`[bench] @acemq reported: ${context}:`, error),
   })
+}
+
+/** The handler a realistic consumer has: it awaits something (here a resolved promise) before returning. */
+export function awaitingHandler(countdown: Countdown): Handler<unknown> {
+  return async () => {
+    await Promise.resolve()
+    countdown.tick()
+  }
 }
 
 /** Drains `count` messages from `queue` through an `@acemq` consumer. */
@@ -96,21 +104,33 @@ export async function openRaw(name: string): Promise<RawConnection> {
   return { model, channel }
 }
 
-/** Drains `count` messages: per-consumer prefetch, `JSON.parse` of the body, ack. */
+/**
+ * Drains `count` messages: per-consumer prefetch, `JSON.parse` of the body, ack; with `awaiting`,
+ * in an async function that awaits a resolved promise before the ack, as {@link awaitingHandler}.
+ */
 export async function drainRaw(
   raw: RawConnection,
   queue: string,
   count: number,
   prefetch = 100,
+  awaiting = false,
 ): Promise<number> {
   const { channel } = raw
   const countdown = new Countdown(count)
   await channel.prefetch(prefetch, false)
-  const { consumerTag } = await channel.consume(queue, (message: ConsumeMessage | null) => {
-    if (message === null) return
+  const handle = (message: ConsumeMessage): void => {
     JSON.parse(message.content.toString('utf8'))
     channel.ack(message)
     countdown.tick()
+  }
+  const handleAwaiting = async (message: ConsumeMessage): Promise<void> => {
+    await Promise.resolve()
+    handle(message)
+  }
+  const { consumerTag } = await channel.consume(queue, (message: ConsumeMessage | null) => {
+    if (message === null) return
+    if (awaiting) void handleAwaiting(message)
+    else handle(message)
   })
   const ms = await countdown.done
   await channel.cancel(consumerTag)

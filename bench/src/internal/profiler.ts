@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import inspector from 'node:inspector'
 import { findSourceMap } from 'node:module'
+import { totalCpuMs } from './proc-cpu.js'
 
 interface Frame {
   url: string
@@ -65,6 +66,20 @@ export interface Measured {
   readonly ms: number
   /** User + system CPU of the contestant's process over the measured part. */
   readonly cpuMs: number
+  /** CPU of the watched broker processes over the same stretch ({@link watchBroker}), ms. */
+  readonly brokerCpuMs?: number
+}
+
+let brokerPids: readonly number[] = []
+
+/** Also reports the CPU of these processes (the broker's Erlang VMs) in {@link measured}. */
+export function watchBroker(pids: readonly number[]): void {
+  brokerPids = pids
+}
+
+/** CPU time so far of the processes {@link watchBroker} named, ms; undefined without them. */
+export function brokerCpu(): number | undefined {
+  return totalCpuMs(brokerPids)
 }
 
 /**
@@ -76,10 +91,16 @@ export async function measured(
   path: string | undefined,
   fn: () => Promise<number>,
 ): Promise<Measured> {
+  const broker = brokerCpu()
   const before = process.cpuUsage()
   const ms = await profiled(path, fn)
   const { user, system } = process.cpuUsage(before)
-  return { ms, cpuMs: (user + system) / 1000 }
+  const brokerAfter = brokerCpu()
+  return {
+    ms,
+    cpuMs: (user + system) / 1000,
+    ...(broker !== undefined && brokerAfter !== undefined && { brokerCpuMs: brokerAfter - broker }),
+  }
 }
 
 /** Collects garbage when `--expose-gc` is on (children always have it), twice to reach old space. */

@@ -29,6 +29,11 @@ export interface Section {
   readonly rows: readonly Row[]
   readonly checks: readonly Check[]
   readonly notes: readonly string[]
+  /**
+   * Sentences written from this section's figures (src/internal/findings.ts) for the
+   * conclusions: where the time goes, where growth stops.
+   */
+  readonly findings?: readonly string[]
   /** A free-form table, for what is not one value per round (memory samples). */
   readonly table?: {
     readonly header: readonly string[]

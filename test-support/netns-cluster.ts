@@ -127,6 +127,14 @@ export async function reapOrphans(): Promise<void> {
   }
 }
 
+/** This library's namespaces on the machine (`acemq-…`), whoever made them. */
+export async function leftoverNamespaces(): Promise<string[]> {
+  return (await ip('netns', 'list'))
+    .split('\n')
+    .map((line) => line.split(' ')[0] ?? '')
+    .filter((name) => name.startsWith(`${PREFIX}-`))
+}
+
 /** Subnets `10.a.b.0/24` already routed on this machine. */
 async function usedSubnets(): Promise<Set<string>> {
   const routes = await ip('-4', 'route', 'show', 'table', 'all')
@@ -188,29 +196,29 @@ export async function startNetnsCluster(options: NetnsClusterOptions = {}): Prom
   const onExit = (): void => {
     // Synchronous last resort: the namespaces' processes die with their namespace's removal
     // only if killed, so do what can be done without awaiting.
-    for (const ns of resources.namespaces) {
-      try {
-        const pids = ipSync(['netns', 'pids', ns]).split('\n').map(Number)
-        for (const pid of pids) if (pid > 0) process.kill(pid, 'SIGKILL')
-        ipSync(['netns', 'del', ns])
-      } catch {
-        // Gone.
-      }
-    }
-    for (const link of resources.links) {
-      try {
-        ipSync(['link', 'del', link])
-      } catch {
-        // Gone.
-      }
-    }
+    releaseSync(resources)
+    fs.rmSync(record, { force: true })
+  }
+  // A signal ends Node without its 'exit' event: a run stopped by Ctrl-C or killed by CI's
+  // `timeout` (SIGTERM to its whole process group) cleans up first, then dies of the signal
+  // (unless something else listens for it: that listener has heard it and decides).
+  const onSignal = (signal: NodeJS.Signals): void => {
+    onExit()
+    removeHooks()
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
+  }
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
+  const removeHooks = (): void => {
+    process.removeListener('exit', onExit)
+    for (const signal of signals) process.removeListener(signal, onSignal)
   }
   process.once('exit', onExit)
+  for (const signal of signals) process.once(signal, onSignal)
   let stopped = false
   const stop = async (): Promise<void> => {
     if (stopped) return
     stopped = true
-    process.removeListener('exit', onExit)
+    removeHooks()
     await release(resources)
     fs.rmSync(record, { force: true })
   }
@@ -395,6 +403,27 @@ async function linkState(
 /** `ip` run synchronously (for the exit hook, where nothing can be awaited). */
 function ipSync(args: string[]): string {
   return execFileSync('ip', args, { timeout: 5_000 }).toString()
+}
+
+/** {@link release} without awaiting: for the exit and signal hooks (SIGKILL, no grace). */
+function releaseSync(resources: Resources): void {
+  for (const ns of resources.namespaces) {
+    try {
+      const pids = ipSync(['netns', 'pids', ns]).split('\n').map(Number)
+      for (const pid of pids) if (pid > 0) process.kill(pid, 'SIGKILL')
+      ipSync(['netns', 'del', ns])
+    } catch {
+      // Gone.
+    }
+  }
+  for (const link of resources.links) {
+    try {
+      ipSync(['link', 'del', link])
+    } catch {
+      // Gone.
+    }
+  }
+  for (const dir of resources.dirs) fs.rmSync(dir, { recursive: true, force: true })
 }
 
 function nodeEnv(dir: string, name: string): NodeJS.ProcessEnv {

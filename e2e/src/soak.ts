@@ -1,22 +1,27 @@
 /**
- * `pnpm test:soak [--minutes N] [--rate R] [--postgres-restarts]`: a producer (this process,
- * publishing numbered messages with confirms and sending again what fails) and idempotent
- * consumers (`idempotent-worker` child processes on the Postgres store) against the main
- * broker — in a virtual host of its own — and Postgres, for N minutes (3), with faults injected
- * at random every 10–30 s:
+ * `pnpm test:soak [--minutes N] [--rate R] [--postgres-restarts] [--broker-restarts]`: a
+ * producer (this process, publishing numbered messages with confirms and sending again what
+ * fails) and idempotent consumers (`idempotent-worker` child processes on the Postgres store)
+ * against the main broker — in a virtual host of its own — and Postgres, for N minutes (3),
+ * with a fault injected every 10–30 s, the kinds in a random order that takes each once before
+ * any comes again:
  *
  * - every connection of the run's virtual host closed (`rabbitmqctl close_all_connections`);
  * - the broker's memory alarm for 3 s (`set_vm_memory_high_watermark`, always restored, under
  *   the broker-fault lock the fault tests share);
  * - a worker killed with SIGKILL once its handlers are stalled (never `w1`, whose memory is
  *   measured) and a new one started;
- * - with `--postgres-restarts` only, Postgres stopped and started (`pg_ctlcluster`): other
- *   sessions on a shared machine use it too.
+ * - with `--postgres-restarts` only, Postgres stopped and started (`pg_ctlcluster`);
+ * - with `--broker-restarts` only, the main broker's application stopped for 2 s and started
+ *   again (`rabbitmqctl stop_app` / `start_app`, always started again, under the broker-fault
+ *   lock).
  *
- * A broker restart is not among them: the main broker is shared. It ends with the checker the
- * partition tests use (0 lost, 0 duplicate side effects, failed publishes handled at most
- * once), resident memory at start and end, and publish → side-effect latency p50/p99; it
- * exits 1 when a confirmed message was lost or a side effect happened twice.
+ * The last two disturb everyone on the machine (every client of the broker loses its
+ * connection), so they are asked for; CI's form, where nothing else runs, asks for both. It
+ * ends with the checker the partition tests use (0 lost, 0 duplicate side effects, failed
+ * publishes handled at most once), resident memory at start and end, and publish →
+ * side-effect latency p50/p99; it exits 1 when a confirmed message was lost or a side effect
+ * happened twice.
  */
 import { RetryPolicy, Topology } from '@acemq/core'
 import { createTableSql } from '@acemq/store-kysely'
@@ -24,6 +29,7 @@ import { connect } from '@acemq/transport-amqp'
 import { sql } from 'kysely'
 import {
   clearMemoryAlarm,
+  rabbitmqctl,
   raiseMemoryAlarm,
   withBrokerFault,
 } from '../../test-support/broker-faults.js'
@@ -50,6 +56,7 @@ function positive(name: string, fallback: string): number {
 const minutes = positive('minutes', process.env['ACEMQ_SOAK_MINUTES'] ?? '3')
 const rate = positive('rate', '50')
 const postgresRestarts = process.argv.includes('--postgres-restarts')
+const brokerRestarts = process.argv.includes('--broker-restarts')
 if (postgresRestarts && !hasLocalPostgres()) throw new Error('no local Postgres cluster to restart')
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
@@ -80,16 +87,15 @@ await sql`alter table ${sql.table(database.effectsTable)} add column at timestam
   database.db,
 )
 const workers: Child[] = []
-let alarmRaised = false
-let postgresStopped = false
+/** What a fault has stopped (or raised) and the clean-up must undo if the run ends first. */
+const toUndo = new Map<string, () => Promise<void>>()
 let cleaned = false
 
 async function cleanUp(): Promise<void> {
   if (cleaned) return
   cleaned = true
   for (const worker of workers) worker.process.kill('SIGKILL')
-  if (alarmRaised) await clearMemoryAlarm().catch(() => undefined)
-  if (postgresStopped) await ensurePostgresRunning().catch(() => undefined)
+  for (const undo of toUndo.values()) await undo().catch(() => undefined)
   await vhost.delete()
   await database.drop().catch(() => undefined)
 }
@@ -115,6 +121,43 @@ function startWorker(): Child {
   })
   workers.push(worker)
   return worker
+}
+/**
+ * A fault that takes something away for `ms` under the broker-fault lock the fault tests
+ * share, and always gives it back (`restore`), in a finally and, should the run end first, in
+ * the clean-up.
+ */
+function outage(
+  name: string,
+  take: () => Promise<void>,
+  restore: () => Promise<void>,
+  ms: number,
+): () => Promise<void> {
+  return () =>
+    withBrokerFault(async () => {
+      toUndo.set(name, restore)
+      try {
+        await take()
+        await sleep(ms)
+      } finally {
+        await restore()
+        toUndo.delete(name)
+      }
+    })
+}
+/** `items` in a random order (Fisher–Yates). */
+function shuffled<T>(items: readonly T[]): T[] {
+  const copy = [...items]
+  for (let i = copy.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[copy[i], copy[j]] = [copy[j] as T, copy[i] as T]
+  }
+  return copy
+}
+/** Starts the main broker's application again and waits until it serves. */
+async function startBroker(): Promise<void> {
+  await rabbitmqctl('start_app')
+  await rabbitmqctl('await_startup')
 }
 const alive = (child: Child): boolean =>
   child.process.exitCode === null && child.process.signalCode === null
@@ -145,20 +188,7 @@ try {
   const faults: Record<string, number> = {}
   const kinds: [string, () => Promise<void>][] = [
     ['connections closed', () => vhost.closeAllConnections()],
-    [
-      'memory alarm (3 s)',
-      () =>
-        withBrokerFault(async () => {
-          alarmRaised = true
-          try {
-            await raiseMemoryAlarm()
-            await sleep(3_000)
-          } finally {
-            await clearMemoryAlarm()
-            alarmRaised = false
-          }
-        }),
-    ],
+    ['memory alarm (3 s)', outage('memory alarm', raiseMemoryAlarm, clearMemoryAlarm, 3_000)],
     [
       'worker SIGKILL',
       async () => {
@@ -180,25 +210,21 @@ try {
     ],
   ]
   if (postgresRestarts) {
+    kinds.push(['Postgres restart', outage('Postgres', stopPostgres, ensurePostgresRunning, 2_000)])
+  }
+  if (brokerRestarts) {
     kinds.push([
-      'Postgres restart',
-      () =>
-        withBrokerFault(async () => {
-          postgresStopped = true
-          try {
-            await stopPostgres()
-            await sleep(2_000)
-          } finally {
-            await ensurePostgresRunning()
-            postgresStopped = false
-          }
-        }),
+      'broker restart',
+      outage('broker', () => rabbitmqctl('stop_app').then(() => undefined), startBroker, 2_000),
     ])
   }
+  // Each kind once, in a random order, before any comes again: a short run sees them all.
+  let order: typeof kinds = []
   while (Date.now() - started < runMs - 15_000) {
     await sleep(10_000 + Math.random() * 20_000)
     if (Date.now() - started >= runMs - 10_000) break
-    const [name, inject] = kinds[Math.floor(Math.random() * kinds.length)] as (typeof kinds)[0]
+    if (order.length === 0) order = shuffled(kinds)
+    const [name, inject] = order.shift() as (typeof kinds)[0]
     const at = Date.now()
     await inject()
     faults[name] = (faults[name] ?? 0) + 1

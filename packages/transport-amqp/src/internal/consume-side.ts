@@ -37,8 +37,8 @@ export class ConsumeSide {
   readonly #connection: ManagedConnection
   /** Called after each declaration the broker accepts (the publish side learns exchanges). */
   readonly #declared: (declaration: Declaration) => void
-  readonly #declarations: Declaration[] = []
-  readonly #declarationKeys = new Set<string>()
+  /** Every declaration the broker accepted, by key, in the order first made: replayed after a reconnect. */
+  readonly #declarations = new Map<string, Declaration>()
   readonly #subscriptions = new Set<AmqpSubscription>()
   readonly #subscriptionHost: SubscriptionHost
   readonly #getter = new BasicGetter(() => this.#usableModel('get a message'))
@@ -268,20 +268,12 @@ export class ConsumeSide {
 
   /** See `AmqpTransport.forget`. */
   forget(declarations: readonly Declaration[]): void {
-    const keys = new Set(declarations.map(declarationKey))
-    for (const key of keys) this.#declarationKeys.delete(key)
-    for (let i = this.#declarations.length - 1; i >= 0; i--) {
-      if (keys.has(declarationKey(this.#declarations[i] as Declaration))) {
-        this.#declarations.splice(i, 1)
-      }
-    }
+    for (const declaration of declarations) this.#declarations.delete(declarationKey(declaration))
   }
 
   #remember(declaration: Declaration): void {
     const key = declarationKey(declaration)
-    if (this.#declarationKeys.has(key)) return
-    this.#declarationKeys.add(key)
-    this.#declarations.push(declaration)
+    if (!this.#declarations.has(key)) this.#declarations.set(key, declaration)
   }
 
   /**
@@ -291,7 +283,7 @@ export class ConsumeSide {
   async #replayDeclarations(model: ChannelModel): Promise<void> {
     let channel: Channel | undefined
     try {
-      for (const declaration of [...this.#declarations]) {
+      for (const declaration of [...this.#declarations.values()]) {
         channel ??= await this.#openChannel(model)
         try {
           await applyDeclaration(channel, declaration)
@@ -315,7 +307,7 @@ export class ConsumeSide {
         'this amqplib is not one whose frame reader the transport knows (2.x): copies of deliveries keep header values but not their integer widths',
       )
     }
-    if (this.#declarations.length > 0) await this.#replayDeclarations(model)
+    if (this.#declarations.size > 0) await this.#replayDeclarations(model)
     const subscriptions = [...this.#subscriptions]
     await Promise.all(subscriptions.map((subscription) => subscription.reattach(model)))
   }

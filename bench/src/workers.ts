@@ -36,6 +36,9 @@ export async function findWorker(name: string): Promise<Worker | undefined> {
       if (name === 'experiment:als-consume') {
         return (await import('./experiments/als-consume.js')).workers[name]
       }
+      if (name === 'experiment:consume-alloc') {
+        return (await import('./experiments/consume-alloc.js')).workers[name]
+      }
       if (name === 'experiment:nodelay-acks') {
         return (await import('./experiments/nodelay-acks.js')).workers[name]
       }

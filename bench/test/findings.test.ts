@@ -108,6 +108,28 @@ describe('where the time goes, from the figures', () => {
     )
   })
 
+  it('says where an above-raw point waited, stage by stage, when the run split the wait', () => {
+    const stages = (transitP99: number, loopDelayP99: number, gcMs: number) => ({
+      transitP99,
+      loopDelayP99,
+      gcMs,
+    })
+    const [sentence] = latencyFindings(
+      [
+        {
+          kind: 'handler awaiting 1 ms of I/O',
+          rate: 5000,
+          raw: side({ p99: 8, cpuUs: 75, stages: stages(4.5, 3.1, 73) }),
+          acemq: side({ p99: 10, cpuUs: 82.7, stages: stages(6.25, 3.4, 139) }),
+        },
+      ],
+      2,
+    )
+    expect(sentence).toBe(
+      "handler awaiting 1 ms of I/O: @acemq's p99 above it at 5k/s (10 ms against 8 ms, 1.25 × — published → handler started p99 6.25 against 4.5 ms, the event loop's delay p99 3.4 against 3.1 ms, garbage collection 139 against 73 ms, CPU 82.7 against 75 µs per message)",
+    )
+  })
+
   it('blames neither side when both fall behind with cores to spare', () => {
     const [sentence] = latencyFindings(
       [

@@ -8,12 +8,12 @@ import { AMQP_URL, DATABASE_URL, QUICK } from '../internal/config.js'
 import { pidListeningOn, portOf } from '../internal/proc-cpu.js'
 import { latencyFindings, type LatencyPoint } from '../internal/findings.js'
 import {
-  aceMqSide,
   latencyRun,
-  rawSide,
+  sides,
   type HandlerKind,
   type LatencyParams,
   type LatencyResult,
+  type SideName,
   type Work,
 } from '../internal/latency-run.js'
 import { profiled } from '../internal/profiler.js'
@@ -34,7 +34,20 @@ import { openStatements, openStore, withStorage } from './idempotent.js'
 // an HDR histogram of (received − due) per message.
 
 const SIDES = ['amqplib', 'acemq'] as const
-type SideName = (typeof SIDES)[number]
+/** The most missed points a run profiles (each both sides, ~10 s apiece). */
+const PROFILED_POINTS = 4
+/**
+ * Who publishes and who consumes: one side for both, or a split run — `acemq-publisher` (`@acemq`
+ * publishes, raw amqplib consumes) and `acemq-consumer` (the other way round) — which tells
+ * which half of the library a latency gap comes from.
+ */
+export type Contestant = SideName | 'acemq-publisher' | 'acemq-consumer'
+
+function halves(c: Contestant): { side: SideName; publisher: SideName } {
+  if (c === 'acemq-publisher') return { side: 'amqplib', publisher: 'acemq' }
+  if (c === 'acemq-consumer') return { side: 'acemq', publisher: 'amqplib' }
+  return { side: c, publisher: c }
+}
 
 interface Kind {
   readonly kind: HandlerKind
@@ -100,8 +113,7 @@ const runLatency: Worker = async (params, { profile }) => {
     }
   }
   try {
-    const side = p.side === 'acemq' ? aceMqSide(p, options) : rawSide(p)
-    return await profiled(profile, () => latencyRun(p, work, side))
+    return await profiled(profile, () => latencyRun(p, work, sides(p, options)))
   } finally {
     await close()
   }
@@ -118,15 +130,20 @@ function variantsOf(rates: readonly number[], max: number | undefined): string[]
   return out
 }
 
-function parse(variant: string): { kind: Kind; rate: number; side: SideName } {
-  const [head, side] = variant.split(':') as [string, SideName]
+function parse(variant: string): { kind: Kind; rate: number; side: Contestant } {
+  const [head, side] = variant.split(':') as [string, Contestant]
   const [kind, rate] = head.split('@') as [HandlerKind, string]
   return { kind: KINDS.find((k) => k.kind === kind) as Kind, rate: Number(rate), side }
 }
 
-async function measure(
-  context: RunContext,
-  client: pg.Client,
+/**
+ * Runs one point, `<kind>@<rate>:<contestant>` (`io@5000:acemq`), in a child process on a
+ * fresh queue (and a fresh idempotency table for the store); with `profile`, writes its CPU
+ * profile there.
+ */
+export async function measure(
+  context: Pick<RunContext, 'admin'>,
+  client: pg.Client | undefined,
   variant: string,
   seconds: number,
   profile?: string,
@@ -136,7 +153,7 @@ async function measure(
   const queue = await context.admin.queue(`latency-${kind.kind}-${rate}-${side}`)
   const run = async (table?: string): Promise<Measured> => {
     const params: RunParams = {
-      side,
+      ...halves(side),
       handler: kind.kind,
       rate,
       warmupSeconds: QUICK ? 0.5 : 1,
@@ -157,6 +174,7 @@ async function measure(
   }
   try {
     if (kind.kind !== 'pg') return await run()
+    if (client === undefined) throw new Error(`latency: '${variant}' needs a Postgres client`)
     return await withStorage(client, 'postgres', (storage) => run(storage.table))
   } finally {
     await context.admin.remove(queue)
@@ -258,6 +276,7 @@ export const latency: Comparison = {
               `${fmt(pick(ms, (m) => m.p50))} / ${fmt(pick(ms, (m) => m.p99))} / ${fmt(pick(ms, (m) => m.p999))}`,
               received(ms),
               `${fmt(pick(ms, (m) => m.cpuUsPerMessage))} / ${fmt(pick(ms, (m) => m.processCores))} / ${fmt(pick(ms, (m) => m.brokerCores))}`,
+              `${fmt(pick(ms, (m) => m.stages.transitP99))} / ${fmt(pick(ms, (m) => m.stages.loopDelayP99))} / ${fmt(pick(ms, (m) => m.stages.gcMs))}`,
             ]),
           ])
           const side = (ms: readonly Measured[]): LatencyPoint['raw'] => ({
@@ -269,6 +288,11 @@ export const latency: Comparison = {
             processCores: pick(ms, (m) => m.processCores),
             brokerCores: pick(ms, (m) => m.brokerCores),
             machineCores: pick(ms, (m) => m.machineCores),
+            stages: {
+              transitP99: pick(ms, (m) => m.stages.transitP99),
+              loopDelayP99: pick(ms, (m) => m.stages.loopDelayP99),
+              gcMs: pick(ms, (m) => m.stages.gcMs),
+            },
           })
           points.push({ kind: k.title.toLowerCase(), rate, raw: side(raw), acemq: side(ace) })
         }
@@ -277,7 +301,7 @@ export const latency: Comparison = {
           setup: [
             `${k.describe}.`,
             'Each point is one process that publishes to a fresh durable classic queue at the offered rate and consumes it (prefetch 100): `@acemq` `publisher.send()` (confirmed, not awaited) and `mq.consume`; raw amqplib a confirm channel sending the same bytes (envelope headers written out) and a consumer acking each message after the handler, Nagle off (`noDelay: true`) on both of its connections (`@acemq` turns it off itself).',
-            `Every message carries the time it was due (\`performance.now()\`; the publisher sends, on each ~1 ms timer turn, every message whose time has come), and the handler records now − due, in µs, in an HDR histogram (\`hdr-histogram-js\`, 3 significant digits): a publisher that falls behind shows up as latency. ${QUICK ? 0.5 : 1} s not recorded, then ${sizes.latencySeconds} s recorded; messages not received within ${QUICK ? 3 : 10} s after the last was offered are counted as having waited that long. CPU: the process's user + system time per recorded message (publisher and consumer together), and the cores it and the broker (\`beam.smp\`, from \`/proc\`) kept busy over the recorded stretch (CPU time ÷ wall time); the findings also read the whole machine's (\`/proc/stat\`), other people's work included.`,
+            `Every message carries the time it was due (\`performance.now()\`; the publisher sends, on each ~1 ms timer turn, every message whose time has come), and the handler records now − due, in µs, in an HDR histogram (\`hdr-histogram-js\`, 3 significant digits): a publisher that falls behind shows up as latency. ${QUICK ? 0.5 : 1} s not recorded, then ${sizes.latencySeconds} s recorded; messages not received within ${QUICK ? 3 : 10} s after the last was offered are counted as having waited that long. CPU: the process's user + system time per recorded message (publisher and consumer together), and the cores it and the broker (\`beam.smp\`, from \`/proc\`) kept busy over the recorded stretch (CPU time ÷ wall time); the findings also read the whole machine's (\`/proc/stat\`), other people's work included. Where the wait went: each message's is also split at the moment it was published and the moment its handler started (one process does both), and the table gives the p99 of *transit* (published → handler started: the publish path, the broker, the consume path), the process's event-loop delay p99 (\`monitorEventLoopDelay\`, 1 ms resolution) and its garbage-collection pauses over the recorded stretch, in all (a \`gc\` PerformanceObserver).`,
             `${rounds} rounds, interleaved; the table gives the medians over rounds, the targets the median of the per-round ratios.`,
           ],
           rows,
@@ -287,9 +311,11 @@ export const latency: Comparison = {
               'amqplib p50 / p99 / p99.9 ms',
               'amqplib received',
               'amqplib CPU µs/msg / its cores / broker cores',
+              'amqplib transit p99 / loop delay p99 / GC ms',
               '@acemq p50 / p99 / p99.9 ms',
               '@acemq received',
               '@acemq CPU µs/msg / its cores / broker cores',
+              '@acemq transit p99 / loop delay p99 / GC ms',
             ],
             rows: tableRows,
           },
@@ -310,20 +336,27 @@ export const latency: Comparison = {
         }
       }
       const profiles: ProfileResult[] = []
-      const worst = missedAt.find((v) => v.startsWith('async@')) ?? missedAt[0]
-      if (shouldProfile(context, worst === undefined)) {
-        const at = worst ?? `async@${max ?? rates.at(-1) ?? 1000}`
-        const n = parse(`${at}:acemq`).rate * sizes.latencySeconds
-        for (const side of SIDES) {
-          profiles.push(
-            await profileRun(
-              context,
-              `latency-${at.replace('@', '-')}-${side}`,
-              `${side === 'acemq' ? '@acemq' : 'raw amqplib (the reference)'}, ${at.replace('@', ' handler at ')}/s, publisher and consumer in one process (the whole run, warm-up included)`,
-              n,
-              (file) => measure(context, client, `${at}:${side}`, sizes.latencySeconds, file),
-            ),
-          )
+      // Every missed point is profiled, both sides (at most PROFILED_POINTS of them, the async
+      // handler's first); with none missed and profiling forced, the highest async rate.
+      const missed = [
+        ...missedAt.filter((v) => v.startsWith('async@')),
+        ...missedAt.filter((v) => !v.startsWith('async@')),
+      ].slice(0, PROFILED_POINTS)
+      if (shouldProfile(context, missed.length === 0)) {
+        const points = missed.length > 0 ? missed : [`async@${max ?? rates.at(-1) ?? 1000}`]
+        for (const at of points) {
+          const n = parse(`${at}:acemq`).rate * sizes.latencySeconds
+          for (const side of SIDES) {
+            profiles.push(
+              await profileRun(
+                context,
+                `latency-${at.replace('@', '-')}-${side}`,
+                `${side === 'acemq' ? '@acemq' : 'raw amqplib (the reference)'}, ${KINDS.find((k) => at.startsWith(`${k.kind}@`))?.title.toLowerCase() ?? at} at ${parse(`${at}:acemq`).rate.toLocaleString('en-US')}/s, publisher and consumer in one process (the whole run, warm-up included)`,
+                n,
+                (file) => measure(context, client, `${at}:${side}`, sizes.latencySeconds, file),
+              ),
+            )
+          }
         }
       }
       return { id: 'latency', title: this.title, sections, profiles }

@@ -97,6 +97,23 @@ export interface LatencySide {
   readonly brokerCores: number
   /** Cores the whole machine kept busy, other people's work included; NaN when unread. */
   readonly machineCores: number
+  /** Where the wait went (medians over rounds, ms), when the run split it. */
+  readonly stages?: {
+    /** Published → handler started: the publish path, the broker and the consume path. */
+    readonly transitP99: number
+    /** The process's event-loop delay, p99. */
+    readonly loopDelayP99: number
+    /** Garbage-collection pauses over the recorded stretch, in all. */
+    readonly gcMs: number
+  }
+}
+
+/** Where an above-raw point's wait went, side by side; empty when the stages were not split. */
+function whereWaited(p: LatencyPoint): string {
+  const a = p.acemq.stages
+  const r = p.raw.stages
+  if (a === undefined || r === undefined) return ''
+  return ` — published → handler started p99 ${fmt(a.transitP99)} against ${fmt(r.transitP99)} ms, the event loop's delay p99 ${fmt(a.loopDelayP99)} against ${fmt(r.loopDelayP99)} ms, garbage collection ${fmt(a.gcMs)} against ${fmt(r.gcMs)} ms, CPU ${fmt(p.acemq.cpuUs)} against ${fmt(p.raw.cpuUs)} µs per message`
 }
 
 /** A median latency above this means the messages queue: the side has fallen behind. */
@@ -147,7 +164,7 @@ export function latencyFindings(points: readonly LatencyPoint[], cpus: number): 
         `above it at ${above
           .map(
             (p) =>
-              `${fmt(p.rate / 1000)}k/s (${fmt(p.acemq.p99)} ms against ${fmt(p.raw.p99)} ms, ${fmt(p.acemq.p99 / p.raw.p99)} ×)`,
+              `${fmt(p.rate / 1000)}k/s (${fmt(p.acemq.p99)} ms against ${fmt(p.raw.p99)} ms, ${fmt(p.acemq.p99 / p.raw.p99)} ×${whereWaited(p)})`,
           )
           .join(', ')}`,
       )

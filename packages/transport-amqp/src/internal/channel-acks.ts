@@ -2,11 +2,19 @@ import type { Channel, ConsumeMessage } from 'amqplib'
 
 /**
  * One delivery's place in its channel's order: `open` until the consumer settles it, `ack`
- * while its ack waits to be written, `written` once its ack or nack is on the wire.
+ * while its ack waits to be written, `written` once its ack or nack is on the wire. A written
+ * slot lets go of its message: it stays in the order until the next compaction, and would
+ * otherwise keep a message the consumer has finished with alive through every minor GC.
  */
 export interface AckSlot {
-  readonly message: ConsumeMessage
+  message: ConsumeMessage | undefined
   state: 'open' | 'ack' | 'written'
+}
+
+/** A slot whose ack or nack is on the wire: it lets go of its message. */
+function written(slot: AckSlot): void {
+  slot.state = 'written'
+  slot.message = undefined
 }
 
 /** The fewest slots the order grows by before the ones already written are dropped. */
@@ -56,6 +64,11 @@ export class ChannelAcks {
     return this.#slots.length
   }
 
+  /** Messages the order still holds: deliveries open, or whose ack is held and not written. */
+  get retained(): number {
+    return this.#slots.filter((slot) => slot.message !== undefined).length
+  }
+
   /** A delivery arrived on the channel: it takes the next place in the order. */
   track(message: ConsumeMessage): AckSlot {
     const slot: AckSlot = { message, state: 'open' }
@@ -84,8 +97,8 @@ export class ChannelAcks {
   /** Writes the acks held so far, then the nack of `slot`. Throws when the channel is closed. */
   nack(slot: AckSlot, requeue: boolean): void {
     this.flush()
-    this.#channel.nack(slot.message, false, requeue)
-    slot.state = 'written'
+    this.#channel.nack(slot.message as ConsumeMessage, false, requeue)
+    written(slot)
     this.#advance()
   }
 
@@ -99,20 +112,19 @@ export class ChannelAcks {
     for (; i < slots.length; i++) {
       const slot = slots[i] as AckSlot
       if (slot.state === 'open') break
-      if (slot.state === 'ack') {
-        slot.state = 'written'
-        last = slot
-      }
+      if (slot.state === 'ack') last = slot
     }
-    this.#head = i
+    const end = i
     // On the last held ack of the run, never on one already written (the broker would refuse
     // a multiple ack on a tag it no longer holds).
-    if (last !== undefined) this.#channel.ack(last.message, true)
+    if (last !== undefined) this.#channel.ack(last.message as ConsumeMessage, true)
+    for (let j = this.#head; j < end; j++) written(slots[j] as AckSlot)
+    this.#head = end
     for (; i < slots.length; i++) {
       const slot = slots[i] as AckSlot
       if (slot.state !== 'ack') continue
-      slot.state = 'written'
-      this.#channel.ack(slot.message, false)
+      this.#channel.ack(slot.message as ConsumeMessage, false)
+      written(slot)
     }
     this.#compact()
   }

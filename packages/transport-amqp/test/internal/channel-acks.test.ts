@@ -85,6 +85,42 @@ describe('ChannelAcks', () => {
     expect(acks.tracked).toBeLessThanOrEqual(2_048)
   })
 
+  it('lets go of a message once its ack or nack is written, though its slot waits for the next compaction', () => {
+    // Up to ~1,000 written slots stay in the order between compactions; were each to keep its
+    // delivery (body, properties, headers), a consumer would hold a thousand messages it has
+    // finished with through every minor GC, and promote them.
+    const { channel } = recordingChannel()
+    const acks = new ChannelAcks(channel, 100)
+    acks.track(delivery(1))
+    const nacked = acks.track(delivery(2))
+    for (let tag = 3; tag <= 500; tag++) {
+      acks.ack(acks.track(delivery(tag)))
+      if (tag % 50 === 0) acks.flush()
+    }
+    acks.nack(nacked, false)
+    const held = acks.track(delivery(501))
+    acks.ack(held)
+    expect(acks.tracked).toBe(501)
+    // The open delivery and the one whose ack is held, not yet written.
+    expect(acks.retained).toBe(2)
+    acks.flush()
+    expect(acks.retained).toBe(1)
+  })
+
+  it('lets go of every message a multiple ack covers', () => {
+    const { channel, frames } = recordingChannel()
+    const acks = new ChannelAcks(channel, 100)
+    const open = acks.track(delivery(1))
+    for (const tag of [2, 3, 4]) acks.ack(acks.track(delivery(tag)))
+    acks.flush()
+    expect(acks.retained).toBe(1)
+    acks.ack(open)
+    acks.track(delivery(5))
+    acks.flush()
+    expect(frames).toEqual(['ack 2', 'ack 3', 'ack 4', 'ack 1+'])
+    expect(acks.retained).toBe(1)
+  })
+
   it.each([
     [1, 1],
     [2, 1],

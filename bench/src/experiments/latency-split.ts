@@ -67,6 +67,7 @@ runWhenMain(import.meta.url, async () => {
         loopDelayMax: pick((m) => m.stages.loopDelayMax),
         gcMs: pick((m) => m.stages.gcMs),
         gcMaxMs: pick((m) => m.stages.gcMaxMs),
+        gcMajorMs: pick((m) => m.stages.gcMajorMs),
         rounds: ms.map((m) => ({ p99: m.p99, ...m.stages })),
       }
     })
@@ -81,7 +82,7 @@ runWhenMain(import.meta.url, async () => {
     )
     for (const r of rows)
       console.log(
-        `${r.contestant.padEnd(16)} ${fmt(r.lagP99)} · ${fmt(r.transitP50)} / ${fmt(r.transitP99)} · ${fmt(r.handlerP99)} · ${fmt(r.loopDelayP99)} / ${fmt(r.loopDelayMax)} · ${fmt(r.gcMs)} / ${fmt(r.gcMaxMs)}`,
+        `${r.contestant.padEnd(16)} ${fmt(r.lagP99)} · ${fmt(r.transitP50)} / ${fmt(r.transitP99)} · ${fmt(r.handlerP99)} · ${fmt(r.loopDelayP99)} / ${fmt(r.loopDelayMax)} · ${fmt(r.gcMs)} / ${fmt(r.gcMaxMs)} / ${fmt(r.gcMajorMs)}`,
       )
     const profiles: Record<string, unknown> = {}
     if (process.env['BENCH_PROFILE'] === '1') {

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { randomUUID } from 'node:crypto'
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks'
+import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks'
 import amqplib, { type ConsumeMessage } from 'amqplib'
 import * as hdr from 'hdr-histogram-js'
 import { ConsumerOptions, type AceMq } from '@acemq/core'
@@ -80,6 +80,8 @@ export interface Stages {
   readonly gcCount: number
   readonly gcMs: number
   readonly gcMaxMs: number
+  /** Of which in collections other than the minor one (mark-compact, incremental marking, …). */
+  readonly gcMajorMs: number
 }
 
 /** A stamped message: the order and when it was due to be published (`performance.now()`, ms). */
@@ -176,22 +178,27 @@ class Recorder {
 }
 
 /** The process's garbage collections over a stretch: count, total and longest pause, ms. */
-function watchGc(): { stop(): { count: number; totalMs: number; maxMs: number } } {
+function watchGc(): {
+  stop(): { count: number; totalMs: number; maxMs: number; majorMs: number }
+} {
   let count = 0
   let totalMs = 0
   let maxMs = 0
+  let majorMs = 0
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       count += 1
       totalMs += entry.duration
       maxMs = Math.max(maxMs, entry.duration)
+      const kind = (entry as { detail?: { kind?: number } }).detail?.kind
+      if (kind !== constants.NODE_PERFORMANCE_GC_MINOR) majorMs += entry.duration
     }
   })
   observer.observe({ entryTypes: ['gc'] })
   return {
     stop: () => {
       observer.disconnect()
-      return { count, totalMs, maxMs }
+      return { count, totalMs, maxMs, majorMs }
     },
   }
 }
@@ -232,7 +239,7 @@ export async function latencyRun(
     const publishedRate = ((total - warm) * 1000) / (performance.now() - warmAt || ms)
     await Promise.race([recorder.all, sleep(p.drainMs)])
     loop.disable()
-    const collections = gc?.stop() ?? { count: 0, totalMs: 0, maxMs: 0 }
+    const collections = gc?.stop() ?? { count: 0, totalMs: 0, maxMs: 0, majorMs: 0 }
     const cpu = process.cpuUsage(cpuAtWarm)
     const brokerNow = brokerCpu()
     const machineNow = machineCpuMs()
@@ -267,6 +274,7 @@ export async function latencyRun(
         gcCount: collections.count,
         gcMs: collections.totalMs,
         gcMaxMs: collections.maxMs,
+        gcMajorMs: collections.majorMs,
       },
       machineCores: machineCores(machineAtWarm, machineNow, wallMs),
     }

@@ -22,8 +22,7 @@ const COMPACT_AFTER = 1_024
 
 /**
  * The acknowledgements of one consumer channel, batched. An ack is held until the end of the
- * turn — the promise chains it started have settled — (or until half the prefetch window is
- * waiting), then every delivery at the
+ * event-loop turn (or until half the prefetch window is waiting), then every delivery at the
  * head of the channel's order that is settled — and only those — is acknowledged by one
  * `basic.ack` with `multiple` set, on the last of them: a multiple ack also acknowledges every
  * earlier delivery the broker still holds unacknowledged, so it is written only when none of
@@ -33,8 +32,7 @@ const COMPACT_AFTER = 1_024
  * consumer settled in.
  *
  * Holding an ack to the end of the turn delays nothing on the wire: amqplib itself writes a
- * channel's frames to the socket at `setImmediate` (its mux), and the held acks reach it before
- * then, in the same loop iteration. An ack held when the channel is
+ * channel's frames to the socket at `setImmediate` (its mux). An ack held when the channel is
  * lost is not written, and the broker redelivers that message, as it does for an ack still in
  * amqplib's buffers; closing the channel on purpose writes the held acks first ({@link flush}).
  */
@@ -83,11 +81,7 @@ export class ChannelAcks {
     if (this.#held >= this.#limit) this.flush()
     else if (!this.#scheduled) {
       this.#scheduled = true
-      // Not setImmediate: amqplib writes a channel's frames at a setImmediate of its own, and
-      // one asked for from inside ours waits for the next loop iteration. A tick queued here
-      // runs once the promise chains of this turn have settled (so the acks of every handler
-      // that finished in it still go as one), before the loop's check phase.
-      process.nextTick(() => {
+      setImmediate(() => {
         this.#scheduled = false
         this.#tryFlush()
       })

@@ -31,8 +31,14 @@ const COMPACT_AFTER = 1_024
  * A nack is written at once, after the acks held before it, so frames keep the order the
  * consumer settled in.
  *
- * Holding an ack to the end of the turn delays nothing on the wire: amqplib itself writes a
- * channel's frames to the socket at `setImmediate` (its mux). An ack held when the channel is
+ * Holding an ack to the end of the turn (a `setImmediate`, the loop's check phase) gathers the
+ * acks of every callback of the iteration: handlers that finish in separate timer or I/O
+ * callbacks (a handler awaiting I/O) still share one frame. The cost is at most one loop
+ * iteration on the wire: amqplib writes a channel's frames at a `setImmediate` of its own (its
+ * mux), and one asked for from inside ours runs in the next iteration. Flushing at
+ * `process.nextTick` instead, tried and measured (bench/NOTES.md, 2026-12-06), sent one ack per
+ * message with such handlers — 8 × the bytes and 2.7 × the packets to the broker at 5k msgs/s —
+ * for no latency gain that could be measured. An ack held when the channel is
  * lost is not written, and the broker redelivers that message, as it does for an ack still in
  * amqplib's buffers; closing the channel on purpose writes the held acks first ({@link flush}).
  */

@@ -14,6 +14,29 @@ describe('ChannelAcks', () => {
     expect(acks.tracked).toBe(0)
   })
 
+  it('gathers the acks of handlers that finished in separate callbacks of one loop iteration into one frame', async () => {
+    // A handler awaiting I/O finishes in a timer or I/O callback of its own; the acks of one
+    // iteration's callbacks still share a multiple ack, not one frame each.
+    const { channel, frames } = recordingChannel()
+    const acks = new ChannelAcks(channel, 100)
+    const slots = [1, 2, 3].map((tag) => acks.track(delivery(tag)))
+    // Created in one synchronous block, the timers share the loop's cached start time, so they
+    // fall due together and run in the same timers phase, each a callback of its own.
+    await Promise.all(
+      slots.map(
+        (slot) =>
+          new Promise<void>((resolve) =>
+            setTimeout(() => {
+              acks.ack(slot)
+              resolve()
+            }, 2),
+          ),
+      ),
+    )
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(frames).toEqual(['ack 3+'])
+  })
+
   it('writes the batch at once when half the window is held', () => {
     const { channel, frames } = recordingChannel()
     const acks = new ChannelAcks(channel, 4)

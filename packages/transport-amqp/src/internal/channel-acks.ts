@@ -107,24 +107,26 @@ export class ChannelAcks {
     if (this.#held === 0) return
     this.#held = 0
     const slots = this.#slots
-    let last: AckSlot | undefined
+    let last: ConsumeMessage | undefined
     let i = this.#head
     for (; i < slots.length; i++) {
       const slot = slots[i] as AckSlot
       if (slot.state === 'open') break
-      if (slot.state === 'ack') last = slot
+      if (slot.state === 'ack') {
+        last = slot.message
+        written(slot)
+      }
     }
-    const end = i
+    this.#head = i
     // On the last held ack of the run, never on one already written (the broker would refuse
     // a multiple ack on a tag it no longer holds).
-    if (last !== undefined) this.#channel.ack(last.message as ConsumeMessage, true)
-    for (let j = this.#head; j < end; j++) written(slots[j] as AckSlot)
-    this.#head = end
+    if (last !== undefined) this.#channel.ack(last, true)
     for (; i < slots.length; i++) {
       const slot = slots[i] as AckSlot
       if (slot.state !== 'ack') continue
-      this.#channel.ack(slot.message as ConsumeMessage, false)
+      const message = slot.message as ConsumeMessage
       written(slot)
+      this.#channel.ack(message, false)
     }
     this.#compact()
   }

@@ -345,14 +345,14 @@ export const latency: Comparison = {
       if (shouldProfile(context, missed.length === 0)) {
         const points = missed.length > 0 ? missed : [`async@${max ?? rates.at(-1) ?? 1000}`]
         for (const at of points) {
-          const n = parse(`${at}:acemq`).rate * sizes.latencySeconds
+          const { kind, rate } = parse(`${at}:acemq`)
           for (const side of SIDES) {
             profiles.push(
               await profileRun(
                 context,
                 `latency-${at.replace('@', '-')}-${side}`,
-                `${side === 'acemq' ? '@acemq' : 'raw amqplib (the reference)'}, ${KINDS.find((k) => at.startsWith(`${k.kind}@`))?.title.toLowerCase() ?? at} at ${parse(`${at}:acemq`).rate.toLocaleString('en-US')}/s, publisher and consumer in one process (the whole run, warm-up included)`,
-                n,
+                `${side === 'acemq' ? '@acemq' : 'raw amqplib (the reference)'}, ${kind.title.toLowerCase()} at ${rate.toLocaleString('en-US')}/s, publisher and consumer in one process (the whole run, warm-up included)`,
+                rate * sizes.latencySeconds,
                 (file) => measure(context, client, `${at}:${side}`, sizes.latencySeconds, file),
               ),
             )

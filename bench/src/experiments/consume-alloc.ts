@@ -6,7 +6,6 @@
 // amqplib drains the same bytes in its own process beside it.
 // Run: pnpm --filter @acemq/bench exec tsx --conditions=@acemq/source src/experiments/consume-alloc.ts
 import inspector from 'node:inspector'
-import { findSourceMap } from 'node:module'
 import type { Worker } from '../comparisons/comparison.js'
 import { withWarmupAndMain } from '../comparisons/comparison.js'
 import { Admin } from '../internal/broker.js'
@@ -19,7 +18,7 @@ import {
   openAceMq,
   openRaw,
 } from '../internal/contestants.js'
-import { collectGarbage } from '../internal/profiler.js'
+import { collectGarbage, mapFrameToSource, post } from '../internal/profiler.js'
 import { fmt } from '../internal/stats.js'
 import { runWhenMain, writeResult, type ConsumeParams } from './experiment.js'
 import { ConsumerOptions } from '@acemq/core'
@@ -39,83 +38,70 @@ interface Allocation {
   readonly top: readonly { readonly frame: string; readonly bytesPerMessage: number }[]
 }
 
-function post<T>(session: inspector.Session, method: string, params: object = {}): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    session.post(method, params, (error, result) => (error ? reject(error) : resolve(result as T)))
-  })
-}
-
+/** `function file:line` of a sampled frame, at its TypeScript source when it has one. */
 function where(frame: SamplingNode['callFrame']): string {
-  const { columnNumber } = frame
-  let { url, lineNumber } = frame
-  if (url.startsWith('file://') && lineNumber >= 0) {
-    const entry = findSourceMap(url)?.findEntry(lineNumber, columnNumber)
-    if (entry !== undefined && 'originalLine' in entry) {
-      url = entry.originalSource
-      lineNumber = entry.originalLine
-    }
-  }
+  const at = { ...frame }
+  const url = mapFrameToSource(at)
   const file = url.replace(/^.*\/(packages|node_modules)\//, '$1/').replace(/^file:\/\//, '')
-  return `${frame.functionName || '(anonymous)'} ${file}:${lineNumber + 1}`
+  return `${frame.functionName || '(anonymous)'} ${file}:${at.lineNumber + 1}`
 }
 
+/** Drains the warm-up queue, then the measured one under the sampling heap profiler, on one connection. */
 const drain: Worker = async (params) => {
   const p = params as ConsumeParams<Variant>
-  const run = async (queue: string, count: number): Promise<void> => {
-    if (p.variant === 'acemq') {
-      const mq = await openAceMq('alloc')
-      try {
-        await drainAceMq(
-          mq,
-          queue,
-          count,
-          ConsumerOptions.defaults().withPrefetch(100),
-          awaitingHandler,
-        )
-      } finally {
-        await mq.close()
-      }
-    } else {
-      const raw = await openRaw('alloc')
-      try {
-        await drainRaw(raw, queue, count, 100, true)
-      } finally {
-        await raw.model.close()
-      }
-    }
-  }
-  await run(p.warmupQueue, p.warmup)
-  collectGarbage()
+  const opened =
+    p.variant === 'acemq'
+      ? await openAceMq('alloc').then((mq) => ({
+          run: (queue: string, count: number) =>
+            drainAceMq(
+              mq,
+              queue,
+              count,
+              ConsumerOptions.defaults().withPrefetch(100),
+              awaitingHandler,
+            ),
+          close: () => mq.close(),
+        }))
+      : await openRaw('alloc').then((raw) => ({
+          run: (queue: string, count: number) => drainRaw(raw, queue, count, 100, true),
+          close: () => raw.model.close(),
+        }))
   const session = new inspector.Session()
-  session.connect()
-  await post(session, 'HeapProfiler.enable')
-  await post(session, 'HeapProfiler.startSampling', {
-    samplingInterval: 512,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
-  })
-  await run(p.queue, p.count)
-  const { profile } = await post<{ profile: { head: SamplingNode } }>(
-    session,
-    'HeapProfiler.stopSampling',
-  )
-  session.disconnect()
-  const byFrame = new Map<string, number>()
-  let total = 0
-  const visit = (node: SamplingNode): void => {
-    if (node.selfSize > 0) {
-      const key = where(node.callFrame)
-      byFrame.set(key, (byFrame.get(key) ?? 0) + node.selfSize)
-      total += node.selfSize
+  try {
+    await opened.run(p.warmupQueue, p.warmup)
+    collectGarbage()
+    session.connect()
+    await post(session, 'HeapProfiler.enable')
+    await post(session, 'HeapProfiler.startSampling', {
+      samplingInterval: 512,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    })
+    await opened.run(p.queue, p.count)
+    const { profile } = await post<{ profile: { head: SamplingNode } }>(
+      session,
+      'HeapProfiler.stopSampling',
+    )
+    const byFrame = new Map<string, number>()
+    let total = 0
+    const visit = (node: SamplingNode): void => {
+      if (node.selfSize > 0) {
+        const key = where(node.callFrame)
+        byFrame.set(key, (byFrame.get(key) ?? 0) + node.selfSize)
+        total += node.selfSize
+      }
+      for (const child of node.children) visit(child)
     }
-    for (const child of node.children) visit(child)
+    visit(profile.head)
+    const top = [...byFrame]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 25)
+      .map(([frame, bytes]) => ({ frame, bytesPerMessage: bytes / p.count }))
+    return { ms: 0, bytesPerMessage: total / p.count, top } satisfies Allocation & { ms: number }
+  } finally {
+    session.disconnect()
+    await opened.close()
   }
-  visit(profile.head)
-  const top = [...byFrame]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, 25)
-    .map(([frame, bytes]) => ({ frame, bytesPerMessage: bytes / p.count }))
-  return { ms: 0, bytesPerMessage: total / p.count, top } satisfies Allocation & { ms: number }
 }
 
 export const workers: Readonly<Record<string, Worker>> = { 'experiment:consume-alloc': drain }

@@ -159,7 +159,7 @@ class Recorder {
   }
 
   started(stamped: Stamped): void {
-    if (stamped.seq < this.#total) this.#startedAt[stamped.seq] = performance.now()
+    this.#startedAt[stamped.seq] = performance.now()
   }
 
   record(stamped: Stamped): void {
@@ -322,22 +322,25 @@ export function sides(p: LatencyParams, options: ConsumerOptions) {
   return async (handle: Handle): Promise<Side> => {
     const mq =
       p.side === 'acemq' || publisherSide === 'acemq' ? await openAceMq('latency') : undefined
+    let consuming: Consuming | undefined
     try {
-      const consuming =
+      consuming =
         p.side === 'acemq'
           ? await aceMqConsumer(mq as AceMq, p, options, handle)
           : await rawConsumer(p, handle)
       const publishing =
         publisherSide === 'acemq' ? aceMqPublisher(mq as AceMq, p) : await rawPublisher(p)
+      const consumer = consuming
       return {
         publish: (body) => publishing.publish(body),
         close: async () => {
-          await consuming.close()
+          await consumer.close()
           await publishing.close()
           await mq?.close()
         },
       }
     } catch (error) {
+      await consuming?.close()
       await mq?.close()
       throw error
     }

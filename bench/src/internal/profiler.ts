@@ -3,31 +3,36 @@ import inspector from 'node:inspector'
 import { findSourceMap } from 'node:module'
 import { totalCpuMs } from './proc-cpu.js'
 
-interface Frame {
+export interface Frame {
   url: string
   lineNumber: number
   columnNumber: number
 }
 
 /**
- * Points the profile's frames at the TypeScript sources (tsx runs compiled code; the child
- * runs with `--enable-source-maps` when it profiles, which keeps tsx's inline maps).
+ * Points a profile frame at the TypeScript source in place (tsx runs compiled code; the child
+ * runs with `--enable-source-maps` when it profiles, which keeps tsx's inline maps). Returns the
+ * source's URL, or the frame's own when it has no map.
  */
-function mapToSources(profile: { nodes?: { callFrame: Frame }[] }): void {
-  for (const { callFrame } of profile.nodes ?? []) {
-    if (!callFrame.url.startsWith('file://') || callFrame.lineNumber < 0) continue
-    const entry = findSourceMap(callFrame.url)?.findEntry(
-      callFrame.lineNumber,
-      callFrame.columnNumber,
-    )
-    if (entry !== undefined && 'originalLine' in entry) {
-      callFrame.lineNumber = entry.originalLine
-      callFrame.columnNumber = entry.originalColumn
-    }
-  }
+export function mapFrameToSource(callFrame: Frame): string {
+  if (!callFrame.url.startsWith('file://') || callFrame.lineNumber < 0) return callFrame.url
+  const entry = findSourceMap(callFrame.url)?.findEntry(
+    callFrame.lineNumber,
+    callFrame.columnNumber,
+  )
+  if (entry === undefined || !('originalLine' in entry)) return callFrame.url
+  callFrame.lineNumber = entry.originalLine
+  callFrame.columnNumber = entry.originalColumn
+  return entry.originalSource
 }
 
-function post<T>(session: inspector.Session, method: string, params?: object): Promise<T> {
+/** Points every frame of a CPU profile at the TypeScript sources ({@link mapFrameToSource}). */
+function mapToSources(profile: { nodes?: { callFrame: Frame }[] }): void {
+  for (const { callFrame } of profile.nodes ?? []) mapFrameToSource(callFrame)
+}
+
+/** Sends one command on an inspector session. */
+export function post<T>(session: inspector.Session, method: string, params?: object): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     session.post(method, params ?? {}, (error, result) => {
       if (error) reject(error)

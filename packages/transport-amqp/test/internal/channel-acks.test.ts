@@ -15,21 +15,25 @@ describe('ChannelAcks', () => {
   })
 
   it('gathers the acks of handlers that finished in separate callbacks of one loop iteration into one frame', async () => {
-    // A handler awaiting I/O finishes in a timer or I/O callback of its own; the acks of one
-    // iteration's callbacks still share a multiple ack, not one frame each.
+    // A handler awaiting I/O finishes in a callback of its own; the acks of one iteration's
+    // callbacks still share a multiple ack, not one frame each. Immediates queued together run
+    // in the same check phase, each a callback of its own (microtasks and ticks run between
+    // them), and one queued while they run waits for the next iteration: so a flush held to a
+    // setImmediate sees all three acks, and one at process.nextTick would write after the first.
+    // (Timers cannot show this reliably: each takes its start from a clock read as it is
+    // created, so three made in one block fall due in different iterations once a millisecond
+    // passes between them, as it did in a CI run under load.)
     const { channel, frames } = recordingChannel()
     const acks = new ChannelAcks(channel, 100)
     const slots = [1, 2, 3].map((tag) => acks.track(delivery(tag)))
-    // Created in one synchronous block, the timers share the loop's cached start time, so they
-    // fall due together and run in the same timers phase, each a callback of its own.
     await Promise.all(
       slots.map(
         (slot) =>
           new Promise<void>((resolve) =>
-            setTimeout(() => {
+            setImmediate(() => {
               acks.ack(slot)
               resolve()
-            }, 2),
+            }),
           ),
       ),
     )
